@@ -1,0 +1,25 @@
+"""Entry point of the ``prefctl`` console script.
+
+``--version`` and a cached ``token get`` are answered before Typer, Rich, httpx or pydantic are
+imported: scripts call ``TOKEN=$(prefctl token get)`` often, and start-up time is their latency.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        from prefctl import __version__
+
+        sys.stdout.write(f"prefctl {__version__}\n")
+        return
+    from prefctl.cli.app import run
+
+    sys.exit(run(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The command-line interface: Typer commands that parse, call core code and render."""

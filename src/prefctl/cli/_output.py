@@ -1,0 +1,247 @@
+"""All terminal output of prefctl goes through one ``Output`` object.
+
+Data goes to stdout (tables for people, JSON for scripts); messages, progress, spinners and prompts
+go to stderr. Commands never create a Console themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from prefctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class Advance(Protocol):
+    def __call__(self, amount: int = 1) -> None: ...
+
+
+def _json_default(value: Any) -> Any:
+    from datetime import date, datetime
+    from pathlib import Path
+
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def to_json(data: Any, *, indent: bool = True) -> str:
+    return json.dumps(data, indent=2 if indent else None, default=_json_default, ensure_ascii=False)
+
+
+class Output:
+    """Renders data and messages according to the global options."""
+
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        quiet: bool = False,
+        no_color: bool = False,
+        verbosity: int = 0,
+    ) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.no_color = no_color
+        self.verbosity = verbosity
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    # -- consoles -------------------------------------------------------------------------------
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(file=sys.stdout, no_color=self.no_color or None, highlight=False)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(file=sys.stderr, no_color=self.no_color or None, highlight=False)
+        return self._err
+
+    @property
+    def interactive(self) -> bool:
+        """True when a person is at the terminal (stdin and stderr are TTYs)."""
+        return sys.stdin.isatty() and sys.stderr.isatty()
+
+    # -- data (stdout) --------------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        """One line of plain data on stdout (a token, an id), with no markup."""
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def json(self, data: Any) -> None:
+        """Data as JSON on stdout (lists print as one JSON array)."""
+        self.line(to_json(data))
+
+    def json_line(self, data: Any) -> None:
+        """One NDJSON record on stdout, flushed at once (for streams)."""
+        self.line(to_json(data, indent=False))
+
+    def table(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        columns: Sequence[tuple[str, str]],
+        *,
+        title: str | None = None,
+        json_rows: Sequence[Any] | None = None,
+        empty: str = "nothing to show",
+    ) -> None:
+        """Rows as a table, or as a JSON array in JSON mode (``json_rows`` when they differ)."""
+        if self.json_mode:
+            self.json(list(json_rows if json_rows is not None else rows))
+            return
+        if not rows:
+            self.info(empty)
+            return
+        from rich.table import Table
+
+        table = Table(title=title, show_edge=False, header_style="bold")
+        for _key, header in columns:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*[_cell(row.get(key)) for key, _ in columns])
+        self.out.print(table)
+
+    def record(
+        self, data: Mapping[str, Any], *, title: str | None = None, json_data: Any = None
+    ) -> None:
+        """One object: key/value lines for people, the object as JSON in JSON mode."""
+        if self.json_mode:
+            self.json(json_data if json_data is not None else data)
+            return
+        from rich.table import Table
+
+        table = Table(title=title, show_header=False, show_edge=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        for key, value in data.items():
+            table.add_row(str(key), _cell(value))
+        self.out.print(table)
+
+    def render(self, renderable: Any) -> None:
+        """A Rich renderable (panel, tree, chart) on stdout, for table mode."""
+        self.out.print(renderable)
+
+    # -- messages (stderr) ----------------------------------------------------------------------
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.err.print(message, markup=False)
+
+    def success(self, message: str) -> None:
+        if not self.quiet:
+            self.err.print(f"[green]✓[/green] {_escape(message)}")
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {_escape(message)}")
+
+    def error(self, message: str, hint: str | None = None) -> None:
+        text = " ".join(message.split())
+        if hint:
+            text += f" — {' '.join(hint.split())}"
+        self.err.print(f"[red]error:[/red] {_escape(text)}", soft_wrap=True)
+
+    # -- waits and questions --------------------------------------------------------------------
+    @contextmanager
+    def status(self, message: str) -> Iterator[Callable[[str], None]]:
+        """A spinner on stderr while the block runs; yields a function to change its text."""
+        if self.quiet or not self.err.is_terminal:
+            yield lambda _text: None
+            return
+        with self.err.status(message) as status:
+            yield lambda text: status.update(text)
+
+    @contextmanager
+    def progress(self, description: str, total: int | None) -> Iterator[Advance]:
+        """A progress bar on stderr; yields ``advance(n)``."""
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err,
+            transient=False,
+            disable=self.quiet,
+        )
+        with progress:
+            task = progress.add_task(description, total=total)
+
+            def advance(amount: int = 1) -> None:
+                progress.advance(task, amount)
+
+            yield advance
+
+    def confirm(self, question: str, *, assume_yes: bool) -> None:
+        """Ask before a destructive action; without a TTY, ``--yes`` is required."""
+        if assume_yes:
+            return
+        if not self.interactive:
+            raise UsageError(f"{question} — refusing without confirmation", hint="pass --yes")
+        from rich.prompt import Confirm
+
+        if not Confirm.ask(question, console=self.err, default=False):
+            raise UsageError("cancelled")
+
+    def prompt(self, label: str, *, secret: bool = False, default: str | None = None) -> str:
+        """Ask for a value on a TTY; otherwise a missing value is an error."""
+        if not self.interactive:
+            raise UsageError(f"missing value: {label}", hint="pass it as a flag")
+        from rich.prompt import Prompt
+
+        if default is None:
+            return Prompt.ask(label, console=self.err, password=secret)
+        return Prompt.ask(label, console=self.err, password=secret, default=default)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return to_json(value, indent=False)
+    return str(value)
+
+
+def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
+    """Models or mappings as plain dict rows for ``Output.table``."""
+    rows = []
+    for item in items:
+        if hasattr(item, "model_dump"):
+            rows.append(item.model_dump(mode="json", by_alias=True))
+        else:
+            rows.append(dict(item))
+    return rows

@@ -1,0 +1,191 @@
+"""The root command: global options, lazy registration of command groups, the error boundary.
+
+Each command module exposes ``register(root: typer.Typer)``. Only the module of the command being
+run is imported (``prefctl token get`` imports ``prefctl.cli.token`` and nothing else), which keeps
+start-up fast; ``--help`` and unknown commands import them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from prefctl import __version__
+from prefctl.cli._context import State, get_state, set_state
+from prefctl.cli._output import Output
+from prefctl.config import ENV_CONFIG, ENV_OUTPUT, ENV_PROFILE
+from prefctl.errors import EXIT_FAILED, EXIT_USAGE, PrefctlError
+
+# Command name → module. The order is the order of `prefctl --help`.
+COMMANDS: dict[str, str] = {
+    "config": "prefctl.cli.config",
+    "token": "prefctl.cli.token",
+    "emulator": "prefctl.cli.emulator",
+    "certs": "prefctl.cli.certs",
+    "events": "prefctl.cli.events",
+    "receive": "prefctl.cli.receive",
+    "endpoint": "prefctl.cli.endpoint",
+}
+
+# Global options that take a value, so the command word can be found without parsing.
+_VALUE_OPTIONS = {"--profile", "-p", "--config", "--output", "-o"}
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"prefctl {__version__}\n")
+        raise typer.Exit()
+
+
+def root_callback(
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", "-p", help=f"Profile to use [env: {ENV_PROFILE}]", show_default=False
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config", help=f"Path of profiles.toml [env: {ENV_CONFIG}]", show_default=False
+        ),
+    ] = None,
+    output: Annotated[
+        OutputFormat,
+        typer.Option("--output", "-o", envvar=ENV_OUTPUT, help="Output format: table or json."),
+    ] = OutputFormat.table,
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="More logs on stderr (repeat: -vvv).")
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors.")] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colours (also NO_COLOR).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """prefctl: tokens, administration, a local webhook receiver and an embedded emulator of the
+    preference & consent management service."""
+    no_color = no_color or bool(os.environ.get("NO_COLOR"))
+    json_mode = output is OutputFormat.json
+    state = State(
+        profile_name=profile,
+        config_flag=config,
+        output_format=output.value,
+        verbosity=verbose,
+        quiet=quiet,
+        no_color=no_color,
+        out=Output(json_mode=json_mode, quiet=quiet, no_color=no_color, verbosity=verbose),
+    )
+    set_state(state)
+    if verbose:
+        from prefctl import logs
+
+        logs.configure(verbose)
+
+
+def new_group(name: str, help: str) -> typer.Typer:
+    """A command group with prefctl's conventions (``-h``, help when called bare)."""
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        context_settings=CONTEXT_SETTINGS,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+    )
+
+
+def command_word(argv: list[str]) -> str | None:
+    """The first word that is not a global option: the command to run."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _VALUE_OPTIONS:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            continue
+        return arg
+    return None
+
+
+def build_app(argv: list[str]) -> typer.Typer:
+    root = typer.Typer(
+        name="prefctl",
+        no_args_is_help=True,
+        context_settings=CONTEXT_SETTINGS,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        add_completion=False,
+    )
+    root.callback()(root_callback)
+    word = command_word(argv)
+    names = [word] if word in COMMANDS else list(COMMANDS)
+    for name in names:
+        importlib.import_module(COMMANDS[name]).register(root)
+    return root
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run prefctl with ``argv`` and return the exit code; never raises for expected errors."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    set_state(State())
+    try:
+        command = typer.main.get_command(build_app(argv))
+        result = command.main(args=argv, prog_name="prefctl", standalone_mode=False)
+    except PrefctlError as exc:
+        get_state().out.error(exc.message, exc.hint)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        get_state().out.error("aborted")
+        return 130
+    except KeyboardInterrupt:
+        get_state().out.error("interrupted")
+        return 130
+    except Exception as exc:  # the click exception tree is vendored by typer: match by shape
+        return _render_unexpected(exc)
+    return result if isinstance(result, int) else 0
+
+
+def _render_unexpected(exc: Exception) -> int:
+    out = get_state().out
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        out.err.print(exc.format_message(), markup=False, highlight=False)  # type: ignore[attr-defined]
+        return EXIT_USAGE
+    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+        ctx = getattr(exc, "ctx", None)
+        where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
+        out.error(exc.format_message(), f"see {where}")
+        return int(exc.exit_code)
+    if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
+        return EXIT_FAILED
+    from prefctl import logs
+
+    out.error(
+        logs.redact(f"internal error: {type(exc).__name__}: {exc}"),
+        "this is a bug in prefctl; run again with -vv for the traceback",
+    )
+    if get_state().verbosity >= 2:
+        import traceback
+
+        out.err.print(logs.redact("".join(traceback.format_exception(exc))), markup=False)
+    return EXIT_FAILED

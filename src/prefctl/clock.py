@@ -1,0 +1,88 @@
+"""Time as a parameter.
+
+Everything that waits or compares times takes a ``Clock``: the token cache, signature
+verification, the dispatcher, the emulator and alerts. ``SystemClock`` is the real one;
+``FakeClock`` is for tests and the simulator: its ``sleep`` advances time instantly.
+
+    >>> clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
+    >>> clock.advance(90)
+    >>> clock.now().isoformat()
+    '2026-01-01T00:01:30+00:00'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """What prefctl needs to know about time."""
+
+    def now(self) -> datetime:
+        """The current wall-clock time, timezone-aware UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back, for measuring intervals."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (instantly on a fake clock)."""
+        ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class FakeClock:
+    """A clock that moves only when told to, or when something sleeps on it."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        if start is None:
+            start = datetime(2026, 1, 1, tzinfo=UTC)
+        if start.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware start time")
+        self._now = start.astimezone(UTC)
+        self._monotonic = 0.0
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds``."""
+        if seconds < 0:
+            raise ValueError("time does not go back")
+        self._now += timedelta(seconds=seconds)
+        self._monotonic += seconds
+
+    def set(self, when: datetime) -> None:
+        """Jump to ``when`` (not earlier than now)."""
+        self.advance((when.astimezone(UTC) - self._now).total_seconds())
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(max(0.0, seconds))
+        # Let other tasks run, as a real sleep would.
+        await asyncio.sleep(0)
+
+
+def utc_timestamp(moment: datetime) -> str:
+    """RFC 3339 UTC with milliseconds, the wire format: ``2026-11-21T19:20:30.123Z``."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

@@ -1,0 +1,1 @@
+"""The SQLite store of the emulator and the dispatcher."""

@@ -1,0 +1,62 @@
+"""Connections and transactions on the SQLite store.
+
+The store runs in WAL mode so that the REST API, the dispatcher and CLI commands can read while one
+writer writes; ``transaction`` takes the write lock up front (``BEGIN IMMEDIATE``) so a transaction
+never fails half-way on a lock upgrade.
+
+    >>> with open_store(path) as conn, transaction(conn):
+    ...     conn.execute("INSERT ...")
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from prefctl.errors import ConfigError
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``)."""
+    try:
+        conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"cannot open the store {path}: {exc}") from None
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: committed when the block ends, rolled back if it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
+    """Open (creating if needed) and migrate the store at ``path``; closed when the block ends."""
+    from prefctl.store.migrations import migrate
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = connect(path)
+    try:
+        migrate(conn)
+        yield conn
+    finally:
+        conn.close()

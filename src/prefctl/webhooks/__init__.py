@@ -1,0 +1,1 @@
+"""The webhook contract: event catalog, signatures and handshake messages."""

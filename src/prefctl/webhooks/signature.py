@@ -1,0 +1,210 @@
+"""The ``Service-Webhook`` signature (DESIGN §7.5).
+
+    Service-Webhook: Timestamp=2026-11-21T19:20:30.123Z,Signature=<base64>
+
+    Signature = base64(HMAC-SHA512(key = UTF-8(Hashkey),
+                                   msg = UTF-8(ClientId + ":" + EventsClientSignatureUserId + ":" + Timestamp)))
+
+The Timestamp is used exactly as sent. The header is emitted in the canonical form above and parsed
+leniently (``,`` ``;`` or spaces between parameters, any order, case-insensitive names). Verification
+compares in constant time and checks the Timestamp against the receiver's clock.
+
+The signature does not cover the body: receivers should use HTTPS or mTLS and deduplicate on EventId.
+
+    >>> creds = SigningCredentials("DEMO_CORP", "events-signer", "hashkey")
+    >>> header = sign_header(creds, now)
+    >>> verify(header, creds, now=now)          # raises SignatureError when it does not verify
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from prefctl.clock import utc_timestamp
+from prefctl.errors import PrefctlError
+
+HEADER_NAME = "Service-Webhook"
+DEFAULT_TOLERANCE_SECONDS = 300.0
+
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$"
+)
+_SEPARATORS = re.compile(r"[,;\s]+")
+
+
+@dataclass(frozen=True)
+class SigningCredentials:
+    """What both sides must share: the service client id, the signature user id, the Hashkey."""
+
+    client_id: str
+    signature_user_id: str
+    hashkey: str = field(repr=False)
+
+
+class SignatureError(PrefctlError):
+    """A signature that does not verify. ``reason`` is one of ``REASONS``."""
+
+    REASONS = ("missing", "malformed", "bad_timestamp", "too_old", "in_future", "mismatch")
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message, hint=None)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SignatureHeader:
+    timestamp: str
+    signature: str
+
+
+def signing_string(client_id: str, signature_user_id: str, timestamp: str) -> str:
+    """The exact string that is signed."""
+    return f"{client_id}:{signature_user_id}:{timestamp}"
+
+
+def _digest(credentials: SigningCredentials, timestamp: str) -> bytes:
+    message = signing_string(credentials.client_id, credentials.signature_user_id, timestamp)
+    return hmac.new(credentials.hashkey.encode(), message.encode(), hashlib.sha512).digest()
+
+
+def sign(credentials: SigningCredentials, timestamp: str) -> str:
+    """The base64 Signature for ``timestamp`` (used verbatim)."""
+    return base64.b64encode(_digest(credentials, timestamp)).decode("ascii")
+
+
+def format_header(timestamp: str, signature: str) -> str:
+    """The canonical header value."""
+    return f"Timestamp={timestamp},Signature={signature}"
+
+
+def sign_header(credentials: SigningCredentials, now: datetime) -> str:
+    """A fresh header value for an attempt made at ``now``."""
+    timestamp = utc_timestamp(now)
+    return format_header(timestamp, sign(credentials, timestamp))
+
+
+def parse_header(value: str | None) -> SignatureHeader:
+    """Parse a header value leniently; raises SignatureError (missing or malformed)."""
+    if value is None or not value.strip():
+        raise SignatureError("missing", f"no {HEADER_NAME} header")
+    params: dict[str, str] = {}
+    for part in _SEPARATORS.split(value.strip()):
+        if not part:
+            continue
+        name, sep, param = part.partition("=")
+        key = name.strip().lower()
+        if not sep or not param or key in params:
+            raise SignatureError("malformed", f"malformed {HEADER_NAME} header near '{part[:40]}'")
+        params[key] = param
+    missing = [name for name in ("timestamp", "signature") if name not in params]
+    if missing:
+        raise SignatureError(
+            "malformed", f"malformed {HEADER_NAME} header: no {missing[0].capitalize()} parameter"
+        )
+    return SignatureHeader(timestamp=params["timestamp"], signature=params["signature"])
+
+
+def parse_timestamp(timestamp: str) -> datetime:
+    """An RFC 3339 timestamp with a zone; raises SignatureError (bad_timestamp)."""
+    if not _RFC3339.match(timestamp):
+        raise SignatureError("bad_timestamp", f"Timestamp '{timestamp[:40]}' is not RFC 3339")
+    text = timestamp.replace("z", "Z").replace("t", "T")
+    # fromisoformat takes at most 6 fractional digits
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except ValueError:
+        raise SignatureError(
+            "bad_timestamp", f"Timestamp '{timestamp[:40]}' is not a valid time"
+        ) from None
+
+
+def verify(
+    header: str | None,
+    credentials: SigningCredentials,
+    *,
+    now: datetime,
+    tolerance: float = DEFAULT_TOLERANCE_SECONDS,
+) -> SignatureHeader:
+    """Check a header value; returns it parsed, or raises SignatureError with the reason."""
+    parsed = parse_header(header)
+    moment = parse_timestamp(parsed.timestamp)
+    try:
+        given = base64.b64decode(parsed.signature, validate=True)
+    except (binascii.Error, ValueError):
+        given = b""
+    expected = _digest(credentials, parsed.timestamp)
+    if not hmac.compare_digest(given, expected):
+        raise SignatureError("mismatch", "Signature does not match")
+    age = (now - moment).total_seconds()
+    if age > tolerance:
+        raise SignatureError("too_old", f"Timestamp is {age:.0f} s old (tolerance {tolerance:g} s)")
+    if -age > tolerance:
+        raise SignatureError(
+            "in_future", f"Timestamp is {-age:.0f} s in the future (tolerance {tolerance:g} s)"
+        )
+    return parsed
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a header verifies or not, step by step, without revealing the Hashkey."""
+
+    ok: bool
+    reason: str | None
+    message: str
+    timestamp: str | None = None
+    signed_string: str | None = None
+    expected_signature: str | None = None
+    given_signature: str | None = None
+    age_seconds: float | None = None
+    tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "reason": self.reason,
+            "message": self.message,
+            "timestamp": self.timestamp,
+            "signed_string": self.signed_string,
+            "expected_signature": self.expected_signature,
+            "given_signature": self.given_signature,
+            "age_seconds": self.age_seconds,
+            "tolerance_seconds": self.tolerance_seconds,
+        }
+
+
+def explain(
+    header: str | None,
+    credentials: SigningCredentials,
+    *,
+    now: datetime,
+    tolerance: float = DEFAULT_TOLERANCE_SECONDS,
+) -> Explanation:
+    """Verify ``header`` and say why it passes or fails (for ``events verify --explain``)."""
+    try:
+        parsed = parse_header(header)
+    except SignatureError as exc:
+        return Explanation(False, exc.reason, exc.message, tolerance_seconds=tolerance)
+    signed = signing_string(credentials.client_id, credentials.signature_user_id, parsed.timestamp)
+    expected = sign(credentials, parsed.timestamp)
+    details: dict[str, object] = {
+        "timestamp": parsed.timestamp,
+        "signed_string": signed,
+        "expected_signature": expected,
+        "given_signature": parsed.signature,
+        "tolerance_seconds": tolerance,
+    }
+    try:
+        moment = parse_timestamp(parsed.timestamp)
+        details["age_seconds"] = round((now - moment).total_seconds(), 3)
+        verify(header, credentials, now=now, tolerance=tolerance)
+    except SignatureError as exc:
+        return Explanation(False, exc.reason, exc.message, **details)  # type: ignore[arg-type]
+    return Explanation(True, None, "signature verifies", **details)  # type: ignore[arg-type]

@@ -1,0 +1,65 @@
+"""Shared test helpers: run the CLI in-process, find free ports, wait for servers."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    @property
+    def ndjson(self) -> list[Any]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(*args: str, stdin: str | None = None) -> CliResult:
+    """Run ``prefctl ARGS`` in this process and capture what it prints and its exit code."""
+    from prefctl.cli.app import run
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin = io.StringIO(stdin or "")
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = run([str(a) for a in args])
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    """Poll ``predicate`` until it is true (bounded), for conditions with no event to wait on."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
