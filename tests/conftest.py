@@ -9,6 +9,8 @@ import pytest
 
 from tests.helpers import CliResult, run_cli
 
+pytest_plugins = ["tests.fixtures.emulator"]
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -1,5 +1,8 @@
 """Ordered, named schema migrations, each applied in its own transaction and recorded in
-``schema_migrations``. Append new migrations at the end; never edit one that has shipped.
+``schema_migrations``.
+
+A migration is one file ``store/schema/NNNN_name.sql``; they run in the order of their names. Add a
+new file for every change; never edit one that has shipped.
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ class Migration:
     sql: str
 
 
-MIGRATIONS: tuple[Migration, ...] = ()
+def bundled_migrations() -> tuple[Migration, ...]:
+    """The migrations shipped in ``prefctl/store/schema``, in order."""
+    from importlib.resources import files
+
+    folder = files("prefctl.store") / "schema"
+    names = sorted(f.name for f in folder.iterdir() if f.name.endswith(".sql"))
+    return tuple(
+        Migration(name.removesuffix(".sql"), (folder / name).read_text(encoding="utf-8"))
+        for name in names
+    )
 
 
 def applied(conn: sqlite3.Connection) -> list[str]:
@@ -32,7 +44,7 @@ def applied(conn: sqlite3.Connection) -> list[str]:
 
 def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] | None = None) -> list[str]:
     """Apply the migrations not yet applied; returns their names. A failing one rolls back."""
-    migrations = MIGRATIONS if migrations is None else migrations
+    migrations = bundled_migrations() if migrations is None else migrations
     done = set(applied(conn))
     known = {m.name for m in migrations}
     unknown = [name for name in done if name not in known]
