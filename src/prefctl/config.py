@@ -9,6 +9,10 @@ The file lives in ``platformdirs.user_config_dir("prefctl")``; ``--config PATH``
 file's ``default``. prefctl writes its files with mode 0600. A secret written inline in the file is
 honoured only with a warning when the file is readable by others.
 
+    >>> profile = resolve_profile(load_config(config_path()), "local", overrides={"api_url": url})
+    >>> profile.sources["api_url"], profile.secret_source("client_secret")
+    ('flag', '$PREFCTL_CLIENT_SECRET')
+
 This module is imported on the fast path of ``prefctl token get``: it must not import pydantic,
 httpx or anything heavy.
 """
@@ -16,6 +20,7 @@ httpx or anything heavy.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Mapping
@@ -35,6 +40,12 @@ ENV_PREFIX = "PREFCTL_"
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "certificate")
 ENVIRONMENTS = ("Sandbox", "Production")
 DEFAULT_PROFILE = "local"
+WEBHOOKS = "webhooks"
+
+# Where a resolved value came from, as `config show` reports it.
+FROM_FLAG, FROM_ENV, FROM_FILE, FROM_DEFAULT = "flag", "env", "file", "default"
+
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class KeyInfo:
     secret: bool = False
     choices: tuple[str, ...] = ()
     default: str = ""
+    is_path: bool = False
 
 
 PROFILE_KEYS: dict[str, KeyInfo] = {
@@ -70,16 +82,16 @@ PROFILE_KEYS: dict[str, KeyInfo] = {
         "Name of the environment variable holding the client secret.",
         default="PREFCTL_CLIENT_SECRET",
     ),
-    "client_secret_file": KeyInfo("File whose first line is the client secret."),
+    "client_secret_file": KeyInfo("File whose first line is the client secret.", is_path=True),
     "client_secret": KeyInfo(
         "The client secret inline (only in a 0600 file; prefer the two keys above).", secret=True
     ),
     "certificate": KeyInfo(
-        "PEM certificate registered for the client (auth_method = certificate)."
+        "PEM certificate registered for the client (auth_method = certificate).", is_path=True
     ),
-    "private_key": KeyInfo("PEM private key of that certificate."),
+    "private_key": KeyInfo("PEM private key of that certificate.", is_path=True),
     "environment": KeyInfo("Sandbox or Production.", choices=ENVIRONMENTS, default="Sandbox"),
-    "ca_bundle": KeyInfo("Extra CA bundle (PEM) trusted for TLS to the service."),
+    "ca_bundle": KeyInfo("Extra CA bundle (PEM) trusted for TLS to the service.", is_path=True),
 }
 
 WEBHOOK_KEYS: dict[str, KeyInfo] = {
@@ -87,8 +99,14 @@ WEBHOOK_KEYS: dict[str, KeyInfo] = {
     "hashkey_env": KeyInfo(
         "Name of the environment variable holding the webhook Hashkey.", default="PREFCTL_HASHKEY"
     ),
-    "hashkey_file": KeyInfo("File whose first line is the webhook Hashkey."),
+    "hashkey_file": KeyInfo("File whose first line is the webhook Hashkey.", is_path=True),
     "hashkey": KeyInfo("The webhook Hashkey inline (only in a 0600 file).", secret=True),
+}
+
+# Every key by its dotted name, as `config set` and the docs spell it: "auth_url", "webhooks.hashkey".
+ALL_KEYS: dict[str, KeyInfo] = {
+    **PROFILE_KEYS,
+    **{f"{WEBHOOKS}.{k}": v for k, v in WEBHOOK_KEYS.items()},
 }
 
 SECRET_KEYS = frozenset(
@@ -97,9 +115,23 @@ SECRET_KEYS = frozenset(
 )
 
 
+def required_keys(auth_method: str) -> tuple[str, ...]:
+    """The keys a profile needs to get a token with ``auth_method`` (secrets aside)."""
+    base = ("service_client_id", "user_id", "client_id")
+    return (*base, "certificate", "private_key") if auth_method == "certificate" else base
+
+
 def env_var_for(key: str) -> str:
     """The environment variable that overrides ``key``: ``api_url`` → ``PREFCTL_API_URL``."""
-    return ENV_PREFIX + key.upper()
+    return ENV_PREFIX + key.rsplit(".", 1)[-1].upper()
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"webhooks.hashkey"`` (or just ``"hashkey"``) → ``("webhooks", "hashkey")``."""
+    section, _, name = key.rpartition(".")
+    if not section and name in WEBHOOK_KEYS:
+        section = WEBHOOKS
+    return section, name
 
 
 @dataclass(frozen=True)
@@ -109,12 +141,16 @@ class WebhookConfig:
     signature_user_id: str = ""
     hashkey_env: str = "PREFCTL_HASHKEY"
     hashkey_file: str = ""
-    hashkey: str = ""
+    hashkey: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One fully resolved profile. Secrets are resolved on demand, never stored in reprs."""
+    """One fully resolved profile. Secrets are resolved on demand, never stored in reprs.
+
+    ``sources`` tells where each value came from (``flag``, ``env``, ``file`` or ``default``),
+    keyed by dotted name; ``in_file`` is false for a profile built from environment variables only.
+    """
 
     name: str
     auth_url: str = PROFILE_KEYS["auth_url"].default
@@ -132,6 +168,8 @@ class Profile:
     ca_bundle: str = ""
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
     base_dir: Path | None = field(default=None, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    in_file: bool = field(default=True, compare=False)
 
     @property
     def scope(self) -> str:
@@ -147,68 +185,85 @@ class Profile:
         """Raise a ConfigError naming the first of ``keys`` that has no value."""
         for key in keys:
             if not getattr(self, key):
-                raise ConfigError(
-                    f"profile '{self.name}' has no {key}",
-                    hint=f"set it with 'prefctl config set {self.name} {key} VALUE' "
-                    f"or {env_var_for(key)}",
+                hint = (
+                    f"set it with 'prefctl config set {self.name} {key} VALUE' "
+                    f"or {env_var_for(key)}"
+                    if self.in_file
+                    else f"export {env_var_for(key)}, or create a profile with 'prefctl config init'"
                 )
+                raise ConfigError(f"profile '{self.name}' has no {key}", hint=hint)
 
     def path(self, value: str) -> Path:
-        """A path from the profile, relative to the config file's folder."""
+        """A path from the profile: relative ones from the file are relative to its folder (the
+        resolver already made those from flags or the environment absolute, from the cwd)."""
         p = Path(value).expanduser()
         if not p.is_absolute() and self.base_dir is not None:
             p = self.base_dir / p
         return p
 
     def resolve_client_secret(self, env: Mapping[str, str] | None = None) -> str:
-        """The client secret, from (first found) PREFCTL_CLIENT_SECRET, the variable named by
-        ``client_secret_env``, ``client_secret_file``, or the inline ``client_secret``."""
-        return self._secret(
-            "client secret",
-            self.client_secret,
-            self.client_secret_env,
-            self.client_secret_file,
-            "client_secret",
-            env,
-        )
+        """The client secret; see ``secret_source`` for the order of the places searched."""
+        return self._find_secret("client_secret", env)[0]
 
     def resolve_hashkey(self, env: Mapping[str, str] | None = None) -> str:
-        """The webhook Hashkey, resolved like the client secret (PREFCTL_HASHKEY first)."""
-        w = self.webhooks
-        return self._secret(
-            "webhook Hashkey", w.hashkey, w.hashkey_env, w.hashkey_file, "hashkey", env
-        )
+        """The webhook Hashkey, resolved like the client secret."""
+        return self._find_secret("hashkey", env)[0]
 
-    def _secret(
-        self,
-        what: str,
-        inline: str,
-        env_name: str,
-        file_name: str,
-        key: str,
-        env: Mapping[str, str] | None,
-    ) -> str:
+    def secret_source(self, key: str, env: Mapping[str, str] | None = None) -> str:
+        """Where the secret ``key`` (``client_secret`` or ``hashkey``) would be read from.
+
+        The first that has a value wins: a flag or ``PREFCTL_CLIENT_SECRET`` (``PREFCTL_HASHKEY``)
+        overriding the key itself; the variable named by ``client_secret_env``; the first line of
+        ``client_secret_file``; the inline ``client_secret`` in the file. Raises ConfigError when
+        there is none, or the file named cannot be read or is empty. Never returns the secret.
+        """
+        return self._find_secret(key, env)[1]
+
+    def _find_secret(self, key: str, env: Mapping[str, str] | None) -> tuple[str, str]:
         env = os.environ if env is None else env
-        if env_name and env.get(env_name):
-            return env[env_name].strip()
-        if file_name:
+        holder: Any = self.webhooks if key in WEBHOOK_KEYS else self
+        section = f"{WEBHOOKS}." if holder is self.webhooks else ""
+        what = "webhook Hashkey" if holder is self.webhooks else "client secret"
+        inline, env_name, file_name = (getattr(holder, key + end) for end in ("", "_env", "_file"))
+        source = self.sources.get(section + key)
+        value, where = "", ""
+        if inline and source in (FROM_FLAG, FROM_ENV):
+            value, where = inline, (f"${env_var_for(key)}" if source == FROM_ENV else "flag")
+        elif env_name and env.get(env_name, "").strip():
+            value, where = env[env_name].strip(), f"${env_name}"
+        elif file_name:
             path = self.path(file_name)
-            try:
-                value = path.read_text(encoding="utf-8").splitlines()[0].strip()
-            except (OSError, IndexError, UnicodeDecodeError) as exc:
-                reason = "it is empty" if isinstance(exc, IndexError) else _os_reason(exc)
-                raise ConfigError(
-                    f"cannot read the {what} of profile '{self.name}' from {path}: {reason}",
-                    hint=f"check {key}_file in the profile",
-                ) from None
-            if value:
-                return value
-        if inline:
-            return inline
-        raise ConfigError(
-            f"no {what} for profile '{self.name}'",
-            hint=f"export {env_name or env_var_for(key)}, or set {key}_file in the profile",
-        )
+            value, where = (
+                _read_first_line(path, what, self.name, f"{section}{key}_file"),
+                str(path),
+            )
+        elif inline:
+            value, where = inline, "inline in the config file"
+        if not value:
+            raise ConfigError(
+                f"no {what} for profile '{self.name}'",
+                hint=f"export {env_name or env_var_for(key)}, or set {section}{key}_file "
+                "in the profile",
+            )
+        from prefctl.logs import register_secret
+
+        register_secret(value)
+        return value, where
+
+
+def _read_first_line(path: Path, what: str, profile: str, key: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else _os_reason(exc)
+    else:
+        if text:
+            return text.splitlines()[0].strip()
+        reason = "it is empty"
+    raise ConfigError(
+        f"cannot read the {what} of profile '{profile}' from {path}: {reason}",
+        hint=f"check {key} in the profile",
+    )
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -217,9 +272,21 @@ def _os_reason(exc: BaseException) -> str:
     return str(exc)
 
 
+def check_profile_name(name: str) -> None:
+    """Raise ConfigError unless ``name`` is a usable profile name (letters, digits, ``_.-``)."""
+    if not _PROFILE_NAME.fullmatch(name):
+        raise ConfigError(
+            f"invalid profile name '{name}'",
+            hint="use letters, digits, '_', '.' and '-', starting with a letter or digit",
+        )
+
+
 @dataclass
 class ConfigFile:
-    """The parsed ``profiles.toml``: a default profile name and raw profile tables."""
+    """The parsed ``profiles.toml``: a default profile name and raw profile tables.
+
+    The editing methods change this object only; ``save_config`` writes it.
+    """
 
     path: Path
     default: str | None = None
@@ -228,19 +295,76 @@ class ConfigFile:
 
     def warnings(self) -> list[str]:
         """Problems worth telling the user that do not stop the command."""
-        out: list[str] = []
-        if self.exists and _readable_by_others(self.path):
-            for name, table in self.profiles.items():
-                inline = [
-                    k for k in SECRET_KEYS if table.get(k) or table.get("webhooks", {}).get(k)
+        if not self.exists or not _readable_by_others(self.path):
+            return []
+        for name, table in self.profiles.items():
+            hooks = table.get(WEBHOOKS, {})
+            if any(table.get(k) or hooks.get(k) for k in SECRET_KEYS):
+                mode = stat.S_IMODE(self.path.stat().st_mode)
+                return [
+                    f"{self.path} holds a secret inline (profile '{name}') but has mode "
+                    f"{mode:04o}, not 0600; run: chmod 600 {self.path}"
                 ]
-                if inline:
-                    out.append(
-                        f"{self.path} holds a secret inline (profile '{name}') and is readable by "
-                        f"others; run: chmod 600 {self.path}"
-                    )
-                    break
-        return out
+        return []
+
+    def table(self, name: str) -> dict[str, Any]:
+        """The raw table of profile ``name``; a ConfigError listing the known ones if absent."""
+        if name not in self.profiles:
+            raise unknown_profile(self, name)
+        return self.profiles[name]
+
+    def check_new_profile(self, name: str, *, replace: bool = False) -> None:
+        """Raise ConfigError if ``name`` is not a valid profile name, or exists and not ``replace``."""
+        check_profile_name(name)
+        if name in self.profiles and not replace:
+            raise ConfigError(
+                f"profile '{name}' already exists in {self.path}", hint="pass --force to replace it"
+            )
+
+    def add_profile(
+        self, name: str, values: Mapping[str, str], *, replace: bool = False, default: bool = False
+    ) -> None:
+        """Create profile ``name`` from dotted keys; the first profile also becomes the default."""
+        self.check_new_profile(name, replace=replace)
+        self.profiles[name] = {}
+        for key, value in values.items():
+            self.set_value(name, key, value)
+        if default or self.default is None:
+            self.default = name
+
+    def set_value(self, name: str, key: str, value: str) -> str:
+        """Set one key of profile ``name``; returns the key's dotted name."""
+        table = self.table(name)
+        dotted, _ = key_info(key)
+        section, bare = split_key(dotted)
+        check_key(bare, value, section=section)
+        (table.setdefault(WEBHOOKS, {}) if section else table)[bare] = value
+        return dotted
+
+    def unset_value(self, name: str, key: str) -> tuple[str, bool]:
+        """Remove one key of profile ``name`` (back to its default); returns (dotted name, removed)."""
+        table = self.table(name)
+        dotted, _ = key_info(key)
+        section, bare = split_key(dotted)
+        holder = table.get(WEBHOOKS, {}) if section else table
+        removed = holder.pop(bare, None) is not None
+        if section and not holder:
+            table.pop(WEBHOOKS, None)
+        return dotted, removed
+
+    def remove_profile(self, name: str) -> bool:
+        """Delete profile ``name``; returns whether it was the default (which is then unset)."""
+        self.table(name)
+        del self.profiles[name]
+        was_default = self.default == name
+        if was_default:
+            self.default = None
+        return was_default
+
+    def use(self, name: str) -> None:
+        """Make ``name`` the default profile."""
+        self.table(name)
+        self.default = name
 
     def to_toml(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -248,6 +372,16 @@ class ConfigFile:
             data["default"] = self.default
         data["profiles"] = self.profiles
         return data
+
+
+def unknown_profile(cfg: ConfigFile, name: str) -> ConfigError:
+    """The error for a profile ``cfg`` does not define, with a hint listing the ones it does."""
+    hint = (
+        f"known profiles: {', '.join(sorted(cfg.profiles))}"
+        if cfg.profiles
+        else "run 'prefctl emulator start' to create profile 'local', or 'prefctl config init NAME'"
+    )
+    return ConfigError(f"unknown profile '{name}' in {cfg.path}", hint=hint)
 
 
 def _readable_by_others(path: Path) -> bool:
@@ -306,29 +440,39 @@ def _check_table(path: Path, name: str, table: Any) -> None:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: profiles.{name} must be a table")
     for key, value in table.items():
-        if key == "webhooks":
+        if key == WEBHOOKS:
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: profiles.{name}.webhooks must be a table")
             for wkey, wvalue in value.items():
-                check_key(
-                    wkey, wvalue, section="webhooks", where=f"{path}: profiles.{name}.webhooks"
-                )
+                check_key(wkey, wvalue, section=WEBHOOKS, where=f"{path}: profiles.{name}.webhooks")
         else:
             check_key(key, value, where=f"{path}: profiles.{name}")
 
 
+def key_info(key: str) -> tuple[str, KeyInfo]:
+    """The dotted name and rules of ``key`` (``auth_url``, ``webhooks.hashkey`` or ``hashkey``)."""
+    section, bare = split_key(key)
+    dotted = f"{section}.{bare}" if section else bare
+    return dotted, _lookup(dotted)
+
+
+def _lookup(dotted: str, where: str = "") -> KeyInfo:
+    if dotted not in ALL_KEYS:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(
+            f"{prefix}unknown key '{dotted}'", hint=f"known keys: {', '.join(ALL_KEYS)}"
+        )
+    return ALL_KEYS[dotted]
+
+
 def check_key(key: str, value: Any, *, section: str = "", where: str = "") -> None:
     """Raise ConfigError unless ``key`` is a known key and ``value`` fits it."""
-    keys = WEBHOOK_KEYS if section == "webhooks" else PROFILE_KEYS
     prefix = f"{where}: " if where else ""
-    if key not in keys:
-        known = ", ".join(sorted(keys))
-        raise ConfigError(f"{prefix}unknown key '{key}'", hint=f"known keys: {known}")
+    info = _lookup(f"{section}.{key}" if section else key, where)
     if not isinstance(value, str):
         raise ConfigError(f"{prefix}{key} must be a string")
-    choices = keys[key].choices
-    if choices and value not in choices:
-        raise ConfigError(f"{prefix}{key} must be one of {', '.join(choices)}, not '{value}'")
+    if info.choices and value not in info.choices:
+        raise ConfigError(f"{prefix}{key} must be one of {', '.join(info.choices)}, not '{value}'")
 
 
 def save_config(cfg: ConfigFile) -> None:
@@ -371,43 +515,78 @@ def resolve_profile(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, str | None] | None = None,
 ) -> Profile:
-    """Resolve one profile: flags (``overrides``) > environment > file > defaults."""
+    """Resolve one profile: flags (``overrides``) > environment > file > defaults.
+
+    ``overrides`` are keyed by bare key name (``api_url``, ``hashkey``); ``None`` means "not given".
+    When the file defines no profile at all and none is selected, a profile is built from
+    ``PREFCTL_<KEY>`` variables alone if any is set (for CI jobs without a config file).
+    """
     env = os.environ if env is None else env
     chosen = selected_profile_name(cfg, name, env)
     table = cfg.profiles.get(chosen)
+    in_file = table is not None
     if table is None:
-        known = ", ".join(sorted(cfg.profiles)) or "none"
-        hint = (
-            "run 'prefctl emulator start' to create profile 'local', or 'prefctl config init NAME'"
-            if not cfg.profiles
-            else f"known profiles: {known}"
-        )
-        raise ConfigError(f"unknown profile '{chosen}' in {cfg.path}", hint=hint)
-    values: dict[str, Any] = {"name": chosen, "base_dir": cfg.path.parent}
+        explicit = name or env.get(ENV_PROFILE) or cfg.default
+        if cfg.profiles or explicit or not _env_defines_profile(env):
+            raise unknown_profile(cfg, chosen)
+        table = {}
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-    for key in PROFILE_KEYS:
-        value = flags.get(key) or env.get(env_var_for(key)) or table.get(key)
+    sources: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for dotted in ALL_KEYS:
+        section, key = split_key(dotted)
+        file_table = table.get(WEBHOOKS, {}) if section else table
+        value, source = _pick(key, flags, env, file_table)
+        if source in (FROM_FLAG, FROM_ENV):
+            where = f"{env_var_for(key)}" if source == FROM_ENV else f"--{key.replace('_', '-')}"
+            check_key(key, value, section=section, where=where)
+            if ALL_KEYS[dotted].is_path:
+                value = str(Path(value).expanduser().absolute())
         if value:
-            check_key(key, value, where=f"profile '{chosen}'")
-            values[key] = value
-    hooks_table = table.get("webhooks", {})
-    hooks: dict[str, str] = {}
-    for key in WEBHOOK_KEYS:
-        value = flags.get(key) or env.get(env_var_for(key)) or hooks_table.get(key)
-        if value:
-            hooks[key] = value
-    values["webhooks"] = WebhookConfig(**hooks)
-    return Profile(**values)
+            values[dotted] = value
+        sources[dotted] = source
+    return Profile(
+        name=chosen,
+        base_dir=cfg.path.parent,
+        sources=sources,
+        in_file=in_file,
+        webhooks=WebhookConfig(
+            **{
+                k: values.pop(f"{WEBHOOKS}.{k}")
+                for k in WEBHOOK_KEYS
+                if f"{WEBHOOKS}.{k}" in values
+            }
+        ),
+        **values,
+    )
+
+
+def _pick(
+    key: str, flags: Mapping[str, str], env: Mapping[str, str], table: Mapping[str, Any]
+) -> tuple[str, str]:
+    if flags.get(key):
+        return flags[key], FROM_FLAG
+    if env.get(env_var_for(key), "").strip():
+        return env[env_var_for(key)].strip(), FROM_ENV
+    if table.get(key):
+        return str(table[key]), FROM_FILE
+    return "", FROM_DEFAULT
+
+
+def _env_defines_profile(env: Mapping[str, str]) -> bool:
+    return any(
+        env.get(env_var_for(key)) for key in ALL_KEYS if split_key(key)[1] not in SECRET_KEYS
+    )
 
 
 def profile_as_dict(profile: Profile, *, mask: bool = True) -> dict[str, Any]:
     """A profile as plain data for display; secrets are replaced by ``***`` when ``mask``."""
     out: dict[str, Any] = {"name": profile.name}
     for f in fields(Profile):
-        if f.name in ("name", "webhooks", "base_dir"):
+        if f.name in ("name", WEBHOOKS, "base_dir", "sources", "in_file"):
             continue
         out[f.name] = _masked(f.name, getattr(profile, f.name), mask)
-    out["webhooks"] = {
+    out[WEBHOOKS] = {
         f.name: _masked(f.name, getattr(profile.webhooks, f.name), mask)
         for f in fields(WebhookConfig)
     }
@@ -421,20 +600,27 @@ def _masked(key: str, value: str, mask: bool) -> str:
 
 
 __all__ = [
+    "ALL_KEYS",
     "AUTH_METHODS",
     "DEFAULT_PROFILE",
     "ENVIRONMENTS",
     "PROFILE_KEYS",
+    "SECRET_KEYS",
     "WEBHOOK_KEYS",
     "ConfigFile",
     "KeyInfo",
     "Profile",
     "WebhookConfig",
     "check_key",
+    "check_profile_name",
     "config_path",
+    "env_var_for",
     "load_config",
     "profile_as_dict",
     "resolve_profile",
     "save_config",
+    "selected_profile_name",
+    "split_key",
+    "unknown_profile",
     "write_private",
 ]

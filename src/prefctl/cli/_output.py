@@ -141,14 +141,14 @@ class Output:
     # -- messages (stderr) ----------------------------------------------------------------------
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.err.print(message, markup=False)
+            self.err.print(message, markup=False, soft_wrap=True)
 
     def success(self, message: str) -> None:
         if not self.quiet:
-            self.err.print(f"[green]✓[/green] {_escape(message)}")
+            self.err.print(f"[green]✓[/green] {_escape(message)}", soft_wrap=True)
 
     def warn(self, message: str) -> None:
-        self.err.print(f"[yellow]warning:[/yellow] {_escape(message)}")
+        self.err.print(f"[yellow]warning:[/yellow] {_escape(message)}", soft_wrap=True)
 
     def error(self, message: str, hint: str | None = None) -> None:
         text = " ".join(message.split())

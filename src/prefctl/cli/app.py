@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
 
 # Global options that take a value, so the command word can be found without parsing.
 _VALUE_OPTIONS = {"--profile", "-p", "--config", "--output", "-o"}
+_FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color"}
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -53,13 +54,13 @@ def root_callback(
     profile: Annotated[
         str | None,
         typer.Option(
-            "--profile", "-p", help=f"Profile to use [env: {ENV_PROFILE}]", show_default=False
+            "--profile", "-p", help=f"Profile to use (env: {ENV_PROFILE}).", show_default=False
         ),
     ] = None,
     config: Annotated[
         str | None,
         typer.Option(
-            "--config", help=f"Path of profiles.toml [env: {ENV_CONFIG}]", show_default=False
+            "--config", help=f"Path of profiles.toml (env: {ENV_CONFIG}).", show_default=False
         ),
     ] = None,
     output: Annotated[
@@ -126,6 +127,49 @@ def command_word(argv: list[str]) -> str | None:
     return None
 
 
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the command to the front, so that
+    ``prefctl profiles get 1001 -o json`` works like ``prefctl -o json profiles get 1001``.
+    These option names are reserved: no command defines its own ``-o``, ``-p``, ``-v`` or ``-q``.
+    """
+    if command_word(argv) is None:
+        return argv
+    head: list[str] = []
+    rest: list[str] = []
+    seen_command = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if not seen_command:
+            if arg in _VALUE_OPTIONS:
+                head.extend(argv[i : i + 2])
+                i += 2
+                continue
+            head.append(arg)
+            seen_command = not arg.startswith("-")
+            if seen_command:
+                head.pop()
+                rest.append(arg)
+            i += 1
+            continue
+        name = arg.split("=", 1)[0]
+        if arg in _VALUE_OPTIONS and i + 1 < len(argv):
+            head.extend(argv[i : i + 2])
+            i += 2
+            continue
+        if name in _VALUE_OPTIONS and "=" in arg and name.startswith("--"):
+            head.append(arg)
+        elif arg in _FLAG_OPTIONS or (arg.startswith("-v") and set(arg[1:]) == {"v"}):
+            head.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return head + rest
+
+
 def build_app(argv: list[str]) -> typer.Typer:
     root = typer.Typer(
         name="prefctl",
@@ -145,7 +189,7 @@ def build_app(argv: list[str]) -> typer.Typer:
 
 def run(argv: list[str] | None = None) -> int:
     """Run prefctl with ``argv`` and return the exit code; never raises for expected errors."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     set_state(State())
     try:
         command = typer.main.get_command(build_app(argv))

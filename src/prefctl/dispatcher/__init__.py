@@ -1,0 +1,1 @@
+"""The webhook dispatcher: delivery policy, the engine, handshake provisioning, alerts, replay."""

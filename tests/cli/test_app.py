@@ -1,0 +1,139 @@
+"""The root command: global options, exit codes and the error boundary (one line, no traceback)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from prefctl import __version__
+from prefctl.cli.app import COMMANDS
+from tests.helpers import CliResult, run_cli
+
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*3[0-9]")
+
+
+def init_profile(name: str = "dev") -> None:
+    result = run_cli(
+        "config", "init", name, "--service-client-id", "S", "--user-id", "u", "--client-id", "c"
+    )
+    assert result.exit_code == 0, result.stderr
+
+
+def assert_one_line_error(result: CliResult, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_version_prints_name_and_version() -> None:
+    result = run_cli("--version")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, f"prefctl {__version__}\n", "")
+
+
+def test_version_through_the_entry_point_process() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "prefctl", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"prefctl {__version__}\n", "")
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_short_and_long_flag_print_usage(flag: str) -> None:
+    for args in (["config", flag], ["config", "init", flag]):
+        result = run_cli(*args)
+        assert result.exit_code == 0
+        assert f"Usage: prefctl {' '.join(args[:-1])}" in result.stdout
+
+
+def test_root_help_lists_every_command() -> None:
+    result = run_cli("-h")
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+def test_group_without_command_shows_its_help_exit_2() -> None:
+    result = run_cli("config")
+    assert result.exit_code == 2
+    assert "Usage: prefctl config" in result.output
+    assert "init" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch"], "No such command 'nosuch'"),
+        (["config", "nosuch"], "No such command 'nosuch'"),
+        (["config", "list", "--bogus"], "No such option: --bogus"),
+        (["--bogus", "config", "list"], "No such option: --bogus"),
+        (["config", "use"], "Missing argument 'NAME'"),
+        (["-o", "xml", "config", "list"], "'xml' is not one of"),
+        (["config", "use", "a", "b"], "unexpected extra argument"),
+    ],
+)
+def test_usage_error_one_line_exit_2_with_help_pointer(args: list[str], message: str) -> None:
+    line = assert_one_line_error(run_cli(*args))
+    assert message in line
+    assert "--help" in line
+
+
+def test_config_error_one_line_exit_2() -> None:
+    assert "unknown profile" in assert_one_line_error(run_cli("config", "show", "nope"))
+
+
+def test_unexpected_error_one_line_exit_1_traceback_only_with_vv() -> None:
+    # A path with a NUL byte makes the OS call raise ValueError: an error prefctl does not expect.
+    args = ["--config", "bad\x00path", "config", "list"]
+    line = assert_one_line_error(run_cli(*args), code=1)
+    assert "internal error" in line
+    assert "-vv" in line
+    verbose = run_cli("-vv", *args)
+    assert verbose.exit_code == 1
+    assert "Traceback" in verbose.stderr
+
+
+def test_output_json_flag_and_env_give_json_on_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    init_profile()
+    assert run_cli("-o", "json", "config", "list").json[0]["name"] == "dev"
+    assert run_cli("--output", "json", "config", "list").json[0]["name"] == "dev"
+    monkeypatch.setenv("PREFCTL_OUTPUT", "json")
+    assert run_cli("config", "list").json[0]["name"] == "dev"
+    assert "┃" in run_cli("-o", "table", "config", "list").stdout
+
+
+def test_colour_forced_unless_no_color_env_or_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR")
+    assert ANSI_COLOUR.search(run_cli("config", "show", "nope").stderr)
+    assert not ANSI_COLOUR.search(run_cli("--no-color", "config", "show", "nope").stderr)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not ANSI_COLOUR.search(run_cli("config", "show", "nope").stderr)
+
+
+def test_quiet_keeps_data_drops_messages() -> None:
+    init_profile("dev")
+    init_profile("prod")
+    result = run_cli("-q", "config", "use", "prod")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+    assert run_cli("-q", "config", "path").stdout.strip().endswith("profiles.toml")
+
+
+def test_verbose_keeps_stdout_data_only() -> None:
+    init_profile()
+    result = run_cli("-vvv", "-o", "json", "config", "list")
+    assert result.exit_code == 0
+    assert result.json[0]["name"] == "dev"
+
+
+def test_global_options_after_the_command_work_like_before_it() -> None:
+    before = run_cli("-o", "json", "config", "list")
+    after = run_cli("config", "list", "-o", "json")
+    assert after.exit_code == before.exit_code == 0
+    assert after.json == before.json

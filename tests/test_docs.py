@@ -1,0 +1,133 @@
+"""The docs are checked: every command and option has help, docs/cli.md lists every command and is
+what the generator writes today, and the configuration docs cover every key and variable."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import typer
+
+from prefctl import config
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI_MD = ROOT / "docs" / "cli.md"
+CONFIGURATION_MD = ROOT / "docs" / "configuration.md"
+EXAMPLE = ROOT / "profiles.toml.example"
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    """scripts/gen_cli_reference.py, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "gen_cli_reference", ROOT / "scripts" / "gen_cli_reference.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def app(gen: ModuleType) -> typer.Typer:
+    return gen.full_app()
+
+
+@pytest.fixture(scope="module")
+def commands(gen: ModuleType, app: typer.Typer) -> list[tuple[str, Any, Any]]:
+    """``(command path, command, context)`` for every visible command and group."""
+    root = typer.main.get_command(app)
+    ctx = root.make_context("prefctl", [], resilient_parsing=True)
+    return [(c.command_path, command, c) for c, command in gen.walk(root, ctx)]
+
+
+def test_every_command_has_help(commands: list[tuple[str, Any, Any]]) -> None:
+    missing = [path for path, command, _ in commands if not (command.help or "").strip()]
+    assert missing == [], f"commands without help: {missing}"
+
+
+def test_every_option_and_argument_has_help(commands: list[tuple[str, Any, Any]]) -> None:
+    missing = [
+        f"{path} {param.opts[0]}"
+        for path, command, _ in commands
+        for param in command.params
+        if param.name != "help"
+        and not getattr(param, "hidden", False)
+        and not (param.help or "").strip()
+    ]
+    assert missing == [], f"options or arguments without help: {missing}"
+
+
+def test_every_command_has_a_section_in_cli_md(commands: list[tuple[str, Any, Any]]) -> None:
+    headings = {
+        line.lstrip("#").strip() for line in CLI_MD.read_text().splitlines() if line.startswith("#")
+    }
+    missing = [path for path, _, _ in commands if path not in headings]
+    assert missing == [], f"missing from docs/cli.md: {missing}"
+
+
+def test_cli_md_is_what_the_generator_writes(gen: ModuleType, app: typer.Typer) -> None:
+    assert CLI_MD.read_text() == gen.render(app), (
+        "docs/cli.md is stale: run python scripts/gen_cli_reference.py"
+    )
+
+
+def test_generator_output_ignores_terminal_width_and_colour(
+    gen: ModuleType, app: typer.Typer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR")
+    narrow = gen.render(app)
+    monkeypatch.setenv("COLUMNS", "250")
+    assert gen.render(app) == narrow
+    assert "\x1b[" not in narrow
+
+
+def test_generator_renders_options_env_vars_and_defaults(gen: ModuleType, app: typer.Typer) -> None:
+    text = gen.render(app)
+    assert "| `-o, --output <table\\|json>` |" in text
+    assert "env var: PREFCTL_OUTPUT; default: table" in text
+    assert "`--auth-url <str>`" in text
+    assert "```\nprefctl config set [OPTIONS] {NAME} {KEY} [VALUE]\n```" in text
+
+
+def test_generator_check_mode_fails_when_stale(gen: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "cli.md"
+    out.write_text("old\n")
+    assert gen.main(["--check", "--output", str(out)]) == 1
+    assert gen.main(["--output", str(out)]) == 0
+    assert gen.main(["--check", "--output", str(out)]) == 0
+
+
+# -- configuration docs ------------------------------------------------------------------------------
+
+
+def test_configuration_md_documents_every_key_and_variable() -> None:
+    text = CONFIGURATION_MD.read_text()
+    names = [
+        *config.ALL_KEYS,
+        *(config.env_var_for(key) for key in config.ALL_KEYS),
+        config.ENV_CONFIG,
+        config.ENV_PROFILE,
+        config.ENV_OUTPUT,
+        config.ENV_CACHE_DIR,
+        config.ENV_DATA_DIR,
+        "NO_COLOR",
+    ]
+    missing = [name for name in names if f"`{name}`" not in text]
+    assert missing == [], f"not in docs/configuration.md: {missing}"
+
+
+def test_example_file_is_valid_and_documents_every_key() -> None:
+    text = EXAMPLE.read_text()
+    cfg = config.load_config(EXAMPLE)
+    assert cfg.default in cfg.profiles
+    for key in config.ALL_KEYS:
+        bare = key.rsplit(".", 1)[-1]
+        assert re.search(rf"^#? ?{bare} = ", text, re.MULTILINE), f"{key} not in the example"
