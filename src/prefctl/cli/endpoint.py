@@ -1,0 +1,186 @@
+"""``prefctl endpoint check URL``: the webhook conformance suite (DESIGN §10).
+
+The suite itself is ``prefctl.receiver.conformance``; this module resolves credentials and TLS
+options, runs it under a spinner and renders the report as a table, JSON or JUnit XML. Exit 0 only
+when every case passes, 1 when one fails, 5 when the endpoint cannot be reached.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from prefctl.cli._context import get_state
+from prefctl.cli._signing import (
+    ClientIdOption,
+    HashkeyEnvOption,
+    HashkeyFileOption,
+    SignatureUserIdOption,
+    signing_credentials,
+)
+from prefctl.cli.app import new_group
+from prefctl.errors import PrefctlError, UnreachableError, UsageError
+
+if TYPE_CHECKING:
+    from prefctl.receiver.conformance import Report
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("endpoint", "Check a webhook endpoint against the service's contract.")
+    group.command("check")(check_endpoint)
+    root.add_typer(group)
+
+
+def check_endpoint(
+    url: Annotated[
+        str, typer.Argument(help="The endpoint's URL, as a subscription would have it.")
+    ],
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            metavar="FILE",
+            help="Also write the report as JUnit XML to FILE (for CI).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0.1,
+            help="Seconds to wait for each answer (the service waits 30).",
+        ),
+    ] = 30.0,
+    manual_validation: Annotated[
+        bool,
+        typer.Option(
+            "--manual-validation",
+            help="The endpoint validates handshakes by GET of validationUrl (it answers 200 "
+            "without a code); the GET must come from this machine.",
+        ),
+    ] = False,
+    insecure: Annotated[
+        bool,
+        typer.Option("--insecure", help="Do not verify the endpoint's TLS certificate."),
+    ] = False,
+    ca_bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-bundle",
+            metavar="FILE",
+            help="Also trust this CA bundle (PEM) for the endpoint's certificate.",
+            show_default=False,
+        ),
+    ] = None,
+    client_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--client-cert",
+            metavar="FILE",
+            help="Present this client certificate (PEM), for endpoints that require mTLS.",
+            show_default=False,
+        ),
+    ] = None,
+    client_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--client-key",
+            metavar="FILE",
+            help="The private key of --client-cert (default: in the certificate file).",
+            show_default=False,
+        ),
+    ] = None,
+    client_id: ClientIdOption = None,
+    signature_user_id: SignatureUserIdOption = None,
+    hashkey_file: HashkeyFileOption = None,
+    hashkey_env: HashkeyEnvOption = None,
+) -> None:
+    """Play the service against URL: handshakes, signed, forged, stale, duplicate and
+    out-of-order events, and the response time. Exit 0 only when every case passes.
+
+    Example: prefctl endpoint check https://localhost:8443/webhooks --junit report.xml
+    """
+    import random
+
+    from prefctl.clock import SystemClock, utc_timestamp
+    from prefctl.receiver import conformance
+
+    state = get_state()
+    if insecure and ca_bundle is not None:
+        raise UsageError("--insecure and --ca-bundle contradict each other", hint="pick one")
+    if client_key is not None and client_cert is None:
+        raise UsageError("--client-key needs --client-cert")
+    credentials = signing_credentials(client_id, signature_user_id, hashkey_file, hashkey_env)
+    config = conformance.CheckConfig(
+        url=url,
+        credentials=credentials,
+        timeout=timeout,
+        manual_validation=manual_validation,
+        insecure=insecure,
+        ca_bundle=ca_bundle,
+        client_cert=client_cert,
+        client_key=client_key,
+    )
+    if insecure:
+        state.out.warn("TLS verification is off (--insecure): the endpoint is not authenticated")
+    clock = SystemClock()
+    started_at = utc_timestamp(clock.now())
+    try:
+        with state.out.status(f"checking {url}") as update:
+            report = conformance.check_endpoint(
+                config,
+                clock=clock,
+                rng=random.SystemRandom(),
+                on_case=lambda name: update(f"checking {url}: {name}"),
+            )
+    except UnreachableError as exc:
+        if junit is not None:
+            _write(junit, conformance.unreachable_junit_xml(url, exc.message, started_at))
+        raise
+    if junit is not None:
+        _write(junit, conformance.junit_xml(report))
+    _render(report)
+    failures = report.failures
+    if failures:
+        names = ", ".join(case.name for case in failures)
+        raise PrefctlError(
+            f"{len(failures)} of {len(report.cases)} checks failed: {names}",
+            hint="the reason column says what the service expects",
+        )
+    state.out.success(f"all {len(report.cases)} checks passed")
+
+
+def _render(report: Report) -> None:
+    out = get_state().out
+    if out.json_mode:
+        out.json(report.as_dict())
+        return
+    rows = [
+        {
+            "case": case.name,
+            "result": "pass" if case.passed else "FAIL",
+            "status": case.status,
+            "time": f"{case.duration_ms:.0f} ms",
+            "reason": case.reason,
+        }
+        for case in report.cases
+    ]
+    columns = [
+        ("case", "Case"),
+        ("result", "Result"),
+        ("status", "Status"),
+        ("time", "Time"),
+        ("reason", "Reason"),
+    ]
+    out.table(rows, columns, title=f"endpoint check {report.url}")
+
+
+def _write(path: Path, document: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(document)
+    except OSError as exc:
+        raise UsageError(f"cannot write the JUnit report to {path}: {exc.strerror}") from None

@@ -1,0 +1,193 @@
+"""The suite's settings and results: ``CheckConfig``, ``CaseResult``, ``Report`` and JUnit XML.
+
+The JUnit form follows the common schema CI systems read (Jenkins, GitLab, GitHub actions): one
+``testsuite`` with ``tests``/``failures``/``errors`` counts and one ``testcase`` per case, a
+``failure`` element carrying the reason of each failed case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
+
+from prefctl.errors import UsageError
+from prefctl.webhooks.signature import SigningCredentials
+
+__all__ = [
+    "CASE_NAMES",
+    "RESPONSE_BUDGET",
+    "SERVICE_TIMEOUT",
+    "STALE_AGE",
+    "CaseResult",
+    "CheckConfig",
+    "Report",
+    "junit_xml",
+    "unreachable_junit_xml",
+]
+
+CASE_NAMES = (
+    "sync_handshake",
+    "manual_handshake",
+    "signed_event",
+    "bad_signature",
+    "stale_timestamp",
+    "duplicate_event",
+    "out_of_order",
+    "response_time",
+)
+SERVICE_TIMEOUT = 30.0  # the service abandons a request after this (spec, Limits)
+RESPONSE_BUDGET = 10.0  # the slowest answer the suite accepts
+STALE_AGE = 3600.0  # how old the Timestamp of the stale_timestamp case is
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """What to check and how: the endpoint, the credentials it verifies with, TLS and limits."""
+
+    url: str
+    credentials: SigningCredentials
+    timeout: float = SERVICE_TIMEOUT
+    budget: float = RESPONSE_BUDGET
+    manual_validation: bool = False
+    insecure: bool = False
+    ca_bundle: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    stale_age: float = STALE_AGE
+    subscription_id: int = 1
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(
+                f"'{self.url}' is not an http:// or https:// URL with a host",
+                hint="example: prefctl endpoint check https://hooks.example.com/webhooks",
+            )
+        if self.timeout <= 0 or self.budget <= 0:
+            raise UsageError("the timeout and the budget must be positive")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The verdict on one case; ``status`` is the HTTP status that decided it, if any."""
+
+    name: str
+    passed: bool
+    reason: str
+    duration_ms: float
+    status: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "reason": self.reason,
+            "duration_ms": self.duration_ms,
+            "status": self.status,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every case of one run against ``url``."""
+
+    url: str
+    started_at: str
+    duration_ms: float
+    cases: tuple[CaseResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(case.passed for case in self.cases)
+
+    @property
+    def failures(self) -> tuple[CaseResult, ...]:
+        return tuple(case for case in self.cases if not case.passed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "passed": self.passed,
+            "total": len(self.cases),
+            "failed": len(self.failures),
+            "started_at": self.started_at,
+            "duration_ms": self.duration_ms,
+            "cases": [case.as_dict() for case in self.cases],
+        }
+
+
+_SUITE_NAME = "prefctl endpoint check"
+_CLASS_NAME = "prefctl.endpoint_check"
+
+
+def junit_xml(report: Report) -> bytes:
+    """The report as a JUnit XML document."""
+    failures = len(report.failures)
+    root, suite = _junit_skeleton(report.url, report.started_at, report.duration_ms)
+    for element in (root, suite):
+        element.set("tests", str(len(report.cases)))
+        element.set("failures", str(failures))
+    for case in report.cases:
+        testcase = ElementTree.SubElement(
+            suite,
+            "testcase",
+            name=case.name,
+            classname=_CLASS_NAME,
+            time=_seconds(case.duration_ms),
+        )
+        if not case.passed:
+            failure = ElementTree.SubElement(
+                testcase, "failure", message=case.reason, type=_failure_type(case)
+            )
+            failure.text = case.reason
+    return _document(root)
+
+
+def unreachable_junit_xml(url: str, message: str, started_at: str) -> bytes:
+    """A JUnit document for a run that could not reach the endpoint: one errored case."""
+    root, suite = _junit_skeleton(url, started_at, 0.0)
+    for element in (root, suite):
+        element.set("tests", "1")
+        element.set("errors", "1")
+    testcase = ElementTree.SubElement(
+        suite, "testcase", name="reachability", classname=_CLASS_NAME, time="0.000"
+    )
+    error = ElementTree.SubElement(testcase, "error", message=message, type="unreachable")
+    error.text = message
+    return _document(root)
+
+
+def _junit_skeleton(
+    url: str, started_at: str, duration_ms: float
+) -> tuple[ElementTree.Element, ElementTree.Element]:
+    time = _seconds(duration_ms)
+    counts = {"tests": "0", "failures": "0", "errors": "0", "skipped": "0"}
+    root = ElementTree.Element("testsuites", {"name": _SUITE_NAME, "time": time, **counts})
+    attributes = {
+        "name": f"{_SUITE_NAME} {url}",
+        "timestamp": started_at[:19],  # the schema's xs:dateTime, without a zone
+        "hostname": urlsplit(url).hostname or "",
+        "time": time,
+        **counts,
+    }
+    suite = ElementTree.SubElement(root, "testsuite", attributes)
+    properties = ElementTree.SubElement(suite, "properties")
+    ElementTree.SubElement(properties, "property", name="url", value=url)
+    return root, suite
+
+
+def _failure_type(case: CaseResult) -> str:
+    return "no answer" if case.status is None else f"HTTP {case.status}"
+
+
+def _seconds(milliseconds: float) -> str:
+    return f"{milliseconds / 1000:.3f}"
+
+
+def _document(root: ElementTree.Element) -> bytes:
+    ElementTree.indent(root)
+    document: bytes = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"

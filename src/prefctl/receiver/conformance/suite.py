@@ -1,0 +1,352 @@
+"""The cases of the conformance suite, played against an endpoint with httpx (see the package)."""
+
+from __future__ import annotations
+
+import base64
+import random
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from prefctl import __version__
+from prefctl.clock import Clock, utc_timestamp
+from prefctl.errors import ConfigError, UnreachableError
+from prefctl.receiver.conformance.listener import ValidationListener
+from prefctl.receiver.conformance.report import (
+    CASE_NAMES,
+    SERVICE_TIMEOUT,
+    CaseResult,
+    CheckConfig,
+    Report,
+)
+from prefctl.webhooks.envelope import build_event, encode, new_event_id
+from prefctl.webhooks.handshake import Handshake, ReplyOutcome, classify_reply, new_handshake
+from prefctl.webhooks.signature import HEADER_NAME, format_header, sign_header
+
+__all__ = ["check_endpoint"]
+
+
+def check_endpoint(
+    config: CheckConfig,
+    *,
+    clock: Clock,
+    rng: random.Random,
+    transport: httpx.BaseTransport | None = None,
+    on_case: Callable[[str], None] | None = None,
+) -> Report:
+    """Run every case against ``config.url``; raises UnreachableError if the first request fails
+    to connect. ``on_case(name)`` is called as each case starts (for a spinner)."""
+    client = httpx.Client(
+        timeout=config.timeout,
+        verify=_tls_context(config),
+        transport=transport,
+        follow_redirects=False,  # the service does not follow 3xx either
+        headers={"User-Agent": f"prefctl/{__version__} endpoint-check"},
+    )
+    with client, ValidationListener() as listener:
+        return _Suite(config, client, listener, clock, rng).run(on_case)
+
+
+def _tls_context(config: CheckConfig) -> ssl.SSLContext | bool:
+    if config.insecure:
+        return False
+    from prefctl.auth.tls import ssl_context
+
+    context = ssl_context(config.ca_bundle)
+    if config.client_cert is not None:
+        try:
+            context.load_cert_chain(
+                str(config.client_cert), config.client_key and str(config.client_key)
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"cannot use the client certificate {config.client_cert}: {exc}",
+                hint="pass a PEM certificate with --client-cert and its key with --client-key",
+            ) from None
+    return context
+
+
+@dataclass
+class _Answer:
+    """An HTTP status and body, or why there is none (``error``)."""
+
+    status: int | None
+    body: bytes
+    error: str | None = None
+
+
+class _CaseFailed(Exception):
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+@dataclass
+class _Suite:
+    config: CheckConfig
+    client: httpx.Client
+    listener: ValidationListener
+    clock: Clock
+    rng: random.Random
+    latencies: list[float] = field(default_factory=list)
+    timeouts: int = 0
+    reached: bool = False
+
+    def run(self, on_case: Callable[[str], None] | None) -> Report:
+        started_at, start = utc_timestamp(self.clock.now()), self.clock.monotonic()
+        cases: list[CaseResult] = []
+        for name in CASE_NAMES:
+            if on_case is not None:
+                on_case(name)
+            cases.append(self._case(name))
+        elapsed = round((self.clock.monotonic() - start) * 1000, 1)
+        return Report(self.config.url, started_at, elapsed, tuple(cases))
+
+    def _case(self, name: str) -> CaseResult:
+        start = self.clock.monotonic()
+        case = {
+            "sync_handshake": self._sync_handshake,
+            "manual_handshake": self._manual_handshake,
+            "signed_event": self._signed_event,
+            "bad_signature": self._bad_signature,
+            "stale_timestamp": self._stale_timestamp,
+            "duplicate_event": self._duplicate_event,
+            "out_of_order": self._out_of_order,
+            "response_time": self._response_time,
+        }[name]
+        try:
+            reason, status = case()
+            passed = True
+        except _CaseFailed as failed:
+            reason, status, passed = failed.reason, failed.status, False
+        duration = round((self.clock.monotonic() - start) * 1000, 1)
+        if name == "response_time":
+            duration = round(max(self.latencies, default=0.0) * 1000, 1)
+        return CaseResult(name, passed, reason, duration, status)
+
+    # -- requests -------------------------------------------------------------------------------
+    def _post(self, message: dict[str, Any], header: str | None) -> _Answer:
+        headers = {"Content-Type": "application/json"}
+        if header is not None:
+            headers[HEADER_NAME] = header
+        start = self.clock.monotonic()
+        try:
+            response = self.client.post(self.config.url, content=encode(message), headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            if not self.reached:
+                raise UnreachableError(
+                    f"cannot reach {self.config.url}: {_describe(exc)}",
+                    hint="is the endpoint running? for certificate errors see --ca-bundle",
+                ) from None
+            return _Answer(None, b"", f"connection failed: {exc}")
+        except httpx.TimeoutException:
+            self.reached = True
+            self.timeouts += 1
+            return _Answer(None, b"", f"no answer within {self.config.timeout:g} s")
+        except httpx.TransportError as exc:
+            self.reached = True
+            return _Answer(None, b"", f"request failed: {exc}")
+        self.reached = True
+        self.latencies.append(self.clock.monotonic() - start)
+        return _Answer(response.status_code, response.content)
+
+    def _post_event(self, message: dict[str, Any]) -> _Answer:
+        """An event signed afresh, as every delivery attempt is."""
+        return self._post(message, sign_header(self.config.credentials, self.clock.now()))
+
+    def _event(
+        self,
+        event_type: str,
+        profile_id: int,
+        when: datetime,
+        data: dict[str, Any],
+        previous: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return build_event(
+            event_id=new_event_id(self.rng),
+            event_type=event_type,
+            subscription_id=self.config.subscription_id,
+            client_id=self.config.credentials.client_id,
+            profile_id=profile_id,
+            event_time=when,
+            original_event_time=when,
+            data=data,
+            previous_data=previous,
+        )
+
+    def _email_event(self, when: datetime | None = None) -> dict[str, Any]:
+        profile_id = self.rng.randint(100_000, 999_999)
+        data = {"Address": f"conformance-{profile_id}@example.com", "Type": "Personal"}
+        return self._event("contacts.email.added", profile_id, when or self.clock.now(), data)
+
+    def _handshake(self) -> tuple[Handshake, _Answer]:
+        handshake = new_handshake(
+            self.rng,
+            subscription_id=self.config.subscription_id,
+            client_id=self.config.credentials.client_id,
+            api_url=self.listener.api_url,
+            now=self.clock.now(),
+        )
+        self.listener.expect(handshake.token)
+        return handshake, self._post(handshake.message, header=None)
+
+    # -- cases: each returns (reason, status) or raises _CaseFailed ------------------------------
+    def _sync_handshake(self) -> tuple[str, int | None]:
+        handshake, answer = self._handshake()
+        _require_answer(answer)
+        verdict = classify_reply(answer.status or 0, answer.body, handshake.code)
+        if verdict.outcome is ReplyOutcome.VALIDATED:
+            return verdict.message, answer.status
+        if verdict.outcome is ReplyOutcome.MANUAL:
+            if self.config.manual_validation:
+                return verdict.message + " (manual validation, as declared)", answer.status
+            raise _CaseFailed(
+                verdict.message + "; pass --manual-validation if the endpoint validates by GET",
+                answer.status,
+            )
+        raise _CaseFailed(verdict.message, answer.status)
+
+    def _manual_handshake(self) -> tuple[str, int | None]:
+        sent = self.clock.monotonic()
+        handshake, answer = self._handshake()
+        _require_answer(answer)
+        verdict = classify_reply(answer.status or 0, answer.body, handshake.code)
+        if verdict.outcome is ReplyOutcome.VALIDATED:
+            return (
+                "answered synchronously with this handshake's code (no GET needed)",
+                answer.status,
+            )
+        if verdict.outcome is ReplyOutcome.WRONG_CODE:
+            raise _CaseFailed(verdict.message + " (each handshake has a new code)", answer.status)
+        if verdict.outcome is ReplyOutcome.REJECTED:
+            raise _CaseFailed(verdict.message, answer.status)
+        if not self.listener.fetched(handshake.token, self.config.timeout):
+            raise _CaseFailed(
+                f"answered 200 without a code, but validationUrl was not fetched within "
+                f"{self.config.timeout:g} s (the service fails the subscription after 5 minutes)",
+                answer.status,
+            )
+        waited = _duration(self.clock.monotonic() - sent)
+        return f"answered 200 without a code; validationUrl fetched within {waited}", answer.status
+
+    def _signed_event(self) -> tuple[str, int | None]:
+        answer = self._post_event(self._email_event())
+        return _expect_200(answer, "a correctly signed event"), answer.status
+
+    def _bad_signature(self) -> tuple[str, int | None]:
+        timestamp = utc_timestamp(self.clock.now())
+        forged = base64.b64encode(self.rng.randbytes(64)).decode("ascii")
+        answer = self._post(self._email_event(), format_header(timestamp, forged))
+        return _expect_rejection(answer, "a forged Signature", "does not verify Service-Webhook")
+
+    def _stale_timestamp(self) -> tuple[str, int | None]:
+        then = self.clock.now() - timedelta(seconds=self.config.stale_age)
+        header = sign_header(self.config.credentials, then)
+        answer = self._post(self._email_event(then), header)
+        age = f"a Timestamp {_duration(self.config.stale_age)} old"
+        return _expect_rejection(answer, age, "does not check the Timestamp against its clock")
+
+    def _duplicate_event(self) -> tuple[str, int | None]:
+        event = self._email_event()
+        first = self._post_event(event)
+        _expect_200(first, "the first delivery")
+        repeat = self._post_event(event)
+        if repeat.error is not None or repeat.status != 200:
+            got = repeat.error or f"answered {repeat.status}"
+            raise _CaseFailed(
+                f"the repeat of EventId {event['EventId'][:8]}… {got}: deliveries are at least "
+                "once, so answer 200 to a duplicate and skip the work",
+                repeat.status,
+            )
+        return "answered 200 to both deliveries of one EventId", repeat.status
+
+    def _out_of_order(self) -> tuple[str, int | None]:
+        profile_id = self.rng.randint(100_000, 999_999)
+        now = self.clock.now()
+        newer = self._event(
+            "standardfield.firstname.updated",
+            profile_id,
+            now,
+            {"FirstName": "Ann"},
+            {"FirstName": "Anna"},
+        )
+        older = self._event(
+            "standardfield.firstname.updated",
+            profile_id,
+            now - timedelta(seconds=60),
+            {"FirstName": "Anna"},
+            {"FirstName": "Annie"},
+        )
+        _expect_200(self._post_event(newer), "the newer event")
+        answer = self._post_event(older)
+        if answer.error is not None or answer.status != 200:
+            got = answer.error or f"answered {answer.status}"
+            raise _CaseFailed(
+                f"the older event (EventTime 60 s earlier) {got}: delivery order is not "
+                "guaranteed, so accept it and order by EventTime",
+                answer.status,
+            )
+        return "answered 200 to a newer and then an older event of one profile", answer.status
+
+    def _response_time(self) -> tuple[str, int | None]:
+        budget = self.config.budget
+        if self.timeouts:
+            raise _CaseFailed(
+                f"{self.timeouts} request(s) got no answer within {self.config.timeout:g} s "
+                f"(the service abandons a request after {SERVICE_TIMEOUT:g} s and retries it)"
+            )
+        if not self.latencies:
+            raise _CaseFailed("no request was answered")
+        slowest = max(self.latencies)
+        summary = f"slowest of {len(self.latencies)} answers {_duration(slowest)}"
+        if slowest > budget:
+            raise _CaseFailed(
+                f"{summary}, above the {budget:g} s budget (the service gives up at "
+                f"{SERVICE_TIMEOUT:g} s): answer first, work later"
+            )
+        return f"{summary} (budget {budget:g} s)", None
+
+
+def _require_answer(answer: _Answer) -> None:
+    if answer.error is not None:
+        raise _CaseFailed(answer.error)
+
+
+def _expect_200(answer: _Answer, what: str) -> str:
+    _require_answer(answer)
+    if answer.status == 200:
+        return f"answered 200 to {what}"
+    why = {
+        400: "400 dead-letters the event at once",
+        413: "413 dead-letters the event at once",
+        401: "check the ClientId, signature user id and Hashkey the endpoint verifies with",
+        403: "check the ClientId, signature user id and Hashkey the endpoint verifies with",
+    }.get(answer.status or 0, "only 200 counts as delivered; the service retries")
+    raise _CaseFailed(f"answered {answer.status} to {what}: {why}", answer.status)
+
+
+def _expect_rejection(answer: _Answer, what: str, failing: str) -> tuple[str, int | None]:
+    _require_answer(answer)
+    if answer.status == 200:
+        raise _CaseFailed(f"answered 200 to {what}: the endpoint {failing}", 200)
+    return f"rejected {what} with {answer.status}", answer.status
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "its TLS certificate is not trusted"
+    return text
