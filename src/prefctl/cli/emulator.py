@@ -1,0 +1,336 @@
+"""``prefctl emulator``: run the local service, and the support team's operations on its store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._context import State, get_state
+from prefctl.cli.app import new_group
+from prefctl.config import ENV_DATA_DIR
+from prefctl.errors import PrefctlError
+
+if TYPE_CHECKING:
+    from prefctl.store.accounts import OAuthClient, User
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help=f"Folder of the emulator's store [env: {ENV_DATA_DIR}; default: the user data dir].",
+        show_default=False,
+        file_okay=False,
+    ),
+]
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("emulator", "Run the local emulator of the service and administer it.")
+    group.command("start")(start)
+    group.command("status")(status)
+    group.command("stop")(stop)
+    clients = new_group("clients", "OAuth clients of the emulator's token endpoint.")
+    clients.command("add")(clients_add)
+    clients.command("list")(clients_list)
+    group.add_typer(clients)
+    users = new_group("users", "API users of the emulator's account and their permissions.")
+    users.command("add")(users_add)
+    users.command("list")(users_list)
+    group.add_typer(users)
+    group.command("revoke")(revoke)
+    group.command("reset")(reset)
+    root.add_typer(group)
+
+
+# -- running ---------------------------------------------------------------------------------------
+def start(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="Port to listen on (0: any free port).")
+    ] = 8750,
+    data_dir: DataDirOption = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option("--tls-cert", help="PEM server certificate: serve HTTPS.", show_default=False),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option("--tls-key", help="PEM private key of --tls-cert.", show_default=False),
+    ] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option("--time-scale", help="Divide every delivery-rule duration by this (> 0)."),
+    ] = 1.0,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="Run in the background; its log goes to the data dir."),
+    ] = False,
+) -> None:
+    """Serve the token endpoint, JWKS and REST API on a SQLite store, and write profile 'local'.
+
+    Prints one ready line on stdout; runs until Ctrl-C or SIGTERM (or detaches with --detach).
+    """
+    from prefctl import logs
+    from prefctl.config import config_path
+    from prefctl.emulator.serve import EmulatorConfig
+
+    state = get_state()
+    logs.configure(state.verbosity)
+    config = EmulatorConfig(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        time_scale=time_scale,
+        config_path=config_path(state.config_flag),
+    )
+    if detach:
+        from prefctl.emulator.daemon import start_detached
+
+        with state.out.status("starting the emulator…"):
+            record = start_detached(config, verbosity=state.verbosity)
+        _print_ready(state, record.ready_record())
+        state.out.info("stop it with: prefctl emulator stop")
+        return
+
+    from prefctl.emulator.serve import RunningEmulator, serve
+
+    def ready(running: RunningEmulator) -> None:
+        if running.created:
+            state.out.info(
+                f"created account {running.account.service_client_id} with user "
+                f"'{running.account.user_id}'; its credentials are in profile 'local'"
+            )
+        _print_ready(state, running.ready_record())
+        state.out.info("press Ctrl-C to stop")
+
+    serve(config, on_ready=ready)
+
+
+def _print_ready(state: State, record: dict[str, Any]) -> None:
+    if state.json:
+        state.out.json_line(record)
+    else:
+        state.out.line(
+            f"emulator ready at {record['url']} (pid {record['pid']}, profile "
+            f"{record['profile']}, data {record['data_dir']})"
+        )
+
+
+def status(data_dir: DataDirOption = None) -> None:
+    """Whether an emulator runs from the data dir (exit 0 if it does, 1 if not)."""
+    from prefctl.emulator import daemon
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    current = daemon.status(resolve_data_dir(data_dir))
+    if state.json:
+        state.out.json(current.as_dict())
+    elif current.state == "running":
+        state.out.line(f"running at {current.url} (pid {current.pid})")
+    elif current.state == "unresponsive":
+        state.out.line(f"not answering at {current.url} (pid {current.pid} is alive)")
+    else:
+        state.out.line(f"not running (data dir {current.data_dir})")
+    raise typer.Exit(0 if current.running else 1)
+
+
+def stop(data_dir: DataDirOption = None) -> None:
+    """Stop the emulator running from the data dir (exit 1 if none runs)."""
+    from prefctl.emulator import daemon
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    directory = resolve_data_dir(data_dir)
+    stopped = daemon.stop(directory)
+    if stopped.state == "stopped":
+        raise PrefctlError(f"no emulator is running from {directory}")
+    if state.json:
+        state.out.json({"stopped": True, "pid": stopped.pid, "url": stopped.url})
+    state.out.success(f"stopped the emulator at {stopped.url} (pid {stopped.pid})")
+
+
+# -- support-team operations -----------------------------------------------------------------------
+def clients_add(
+    name: Annotated[str, typer.Option("--name", help="A label for the client.")] = "",
+    certificate: Annotated[
+        Path | None,
+        typer.Option(
+            "--certificate",
+            metavar="PEM",
+            help="Register this PEM certificate instead of issuing a secret.",
+            show_default=False,
+        ),
+    ] = None,
+    token_lifetime: Annotated[
+        int,
+        typer.Option("--token-lifetime", metavar="MIN", help="Access token lifetime in minutes."),
+    ] = 60,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Register an OAuth client; its secret is printed once, on stdout, and never stored."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        new = admin.add_client(
+            conn,
+            SystemClock(),
+            name=name,
+            certificate=certificate,
+            token_lifetime_minutes=token_lifetime,
+        )
+    record = _client_record(new.client)
+    if new.secret is not None:
+        record = {"client_id": record.pop("client_id"), "client_secret": new.secret, **record}
+    if state.json:
+        state.out.json(record)
+    else:
+        # Plain lines, not a table: a 64-character secret must never be wrapped.
+        width = max(len(key) for key in record)
+        for key, value in record.items():
+            state.out.line(f"{key:<{width}}  {'' if value is None else value}".rstrip())
+    if new.secret is not None:
+        state.out.info("the client secret is shown only now; keep it safe")
+
+
+def clients_list(data_dir: DataDirOption = None) -> None:
+    """List the OAuth clients (never their secrets)."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.emulator.paths import resolve_data_dir
+
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        clients = admin.list_clients(conn, SystemClock())
+    rows = [_client_record(client) for client in clients]
+    get_state().out.table(
+        rows,
+        [
+            ("client_id", "CLIENT ID"),
+            ("name", "NAME"),
+            ("auth_method", "AUTH"),
+            ("token_lifetime_minutes", "LIFETIME (MIN)"),
+            ("created_at", "CREATED"),
+        ],
+        empty="no clients",
+    )
+
+
+def users_add(
+    user_id: Annotated[str, typer.Argument(help="The user id named in token scopes.")],
+    permission: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--permission",
+            "-P",
+            help="A permission to grant (repeat, or separate with commas), e.g. profiles:read.",
+            show_default=False,
+        ),
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Add an API user to the emulator's account with the given permissions."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.emulator.paths import resolve_data_dir
+
+    permissions = [p.strip() for value in permission or [] for p in value.split(",") if p.strip()]
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        user = admin.add_user(conn, SystemClock(), user_id, permissions)
+    get_state().out.record(_user_record(user))
+
+
+def users_list(data_dir: DataDirOption = None) -> None:
+    """List the API users and their permissions."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.emulator.paths import resolve_data_dir
+
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        users = admin.list_users(conn, SystemClock())
+    get_state().out.table(
+        [_user_record(user) for user in users],
+        [
+            ("user_id", "USER"),
+            ("is_active", "ACTIVE"),
+            ("permissions", "PERMISSIONS"),
+            ("created_at", "CREATED"),
+        ],
+        empty="no users",
+    )
+
+
+def revoke(
+    jti: Annotated[str, typer.Argument(help="The jti claim of the access token to revoke.")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Revoke an access token by its jti: the REST API refuses it from now on."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.emulator.paths import resolve_data_dir
+    from prefctl.store.timestamps import wire_time
+
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        revocation = admin.revoke(conn, SystemClock(), jti)
+    token = revocation.token
+    get_state().out.record(
+        {
+            "jti": token.jti,
+            "client_id": token.client_id,
+            "scope": token.scope,
+            "expires_at": wire_time(token.expires_at),
+            "revoked": True,
+            "already_revoked": revocation.already_revoked,
+        }
+    )
+
+
+def reset(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Wipe the emulator's store; the next start creates a new account and credentials."""
+    from prefctl.emulator import admin, daemon
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    directory = resolve_data_dir(data_dir)
+    daemon.ensure_not_running(directory)
+    state.out.confirm(f"Wipe the emulator store in {directory}?", assume_yes=yes)
+    existed = admin.reset_store(directory)
+    if state.json:
+        state.out.json({"reset": True, "existed": existed, "data_dir": str(directory)})
+    state.out.success(
+        f"wiped the emulator store in {directory}" if existed else f"no store in {directory}"
+    )
+
+
+def _client_record(client: OAuthClient) -> dict[str, Any]:
+    from prefctl.store.timestamps import wire_time
+
+    return {
+        "client_id": client.client_id,
+        "name": client.name,
+        "auth_method": client.auth_method,
+        "token_lifetime_minutes": client.token_lifetime_minutes,
+        "certificate_thumbprint": client.certificate_thumbprint,
+        "service_client_id": client.service_client_id,
+        "created_at": wire_time(client.created_at),
+    }
+
+
+def _user_record(user: User) -> dict[str, Any]:
+    from prefctl.store.timestamps import wire_time
+
+    return {
+        "service_client_id": user.service_client_id,
+        "user_id": user.user_id,
+        "is_active": user.is_active,
+        "permissions": list(user.permissions),
+        "created_at": wire_time(user.created_at),
+    }

@@ -1,0 +1,1 @@
+"""The embedded emulator of the service: token endpoint, REST API, event generation."""

@@ -1,0 +1,287 @@
+"""Support-team operations on the emulator's store: what the real service's support team does on
+request (register clients and certificates, add API users, revoke tokens), plus the first-start
+bootstrap and a reset. They act on the SQLite file directly, so they work whether or not the
+emulator is running.
+
+    >>> with open_admin_store(data_dir) as conn:
+    ...     boot = bootstrap(conn, clock)                 # idempotent
+    ...     new = add_client(conn, clock, name="ci")      # new.secret is shown once, never stored
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import secrets
+import sqlite3
+import string
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefctl.clock import Clock
+from prefctl.emulator import paths
+from prefctl.errors import NotFoundError, PrefctlError, UsageError
+from prefctl.store import accounts, tokens
+from prefctl.store.accounts import PERMISSIONS, Account, LocalCredentials, OAuthClient, User
+from prefctl.store.db import open_store, transaction
+from prefctl.store.timestamps import epoch
+
+DEFAULT_SERVICE_CLIENT_ID = "DEMO_CORP"
+DEFAULT_USER_ID = "admin"
+DEFAULT_SIGNATURE_USER_ID = "events-signer"
+DEFAULT_ENVIRONMENT = "Sandbox"
+CLIENT_ID_LENGTH = 48
+CLIENT_SECRET_LENGTH = 64
+HASHKEY_LENGTH = 64
+MAX_TOKEN_LIFETIME_MINUTES = 24 * 60
+
+# Seeders of a new account, run inside the bootstrap transaction: "module:function", each called
+# as function(conn, account, clock). The REST API adds its seeded programs here.
+ACCOUNT_SEEDERS: tuple[str, ...] = ()
+
+_ALPHANUMERIC = string.ascii_letters + string.digits
+_USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The account and credentials of profile ``local``; ``created`` on the first start only."""
+
+    account: Account
+    credentials: LocalCredentials
+    created: bool
+
+
+@dataclass(frozen=True)
+class NewClient:
+    """A client just registered; ``secret`` is known only now (None for a certificate client)."""
+
+    client: OAuthClient
+    secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Revocation:
+    token: tokens.IssuedToken
+    already_revoked: bool
+
+
+@contextmanager
+def open_admin_store(data_dir: Path) -> Iterator[sqlite3.Connection]:
+    """The data dir's store (created 0600 and migrated if needed), closed when the block ends."""
+    with open_store(paths.ensure_private_store(data_dir)) as conn:
+        yield conn
+
+
+def random_string(length: int) -> str:
+    """``length`` letters and digits from the OS's cryptographic random source."""
+    return "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
+
+
+def bootstrap(conn: sqlite3.Connection, clock: Clock) -> Bootstrap:
+    """Create the account, its admin client and user on first use; afterwards return them."""
+    with transaction(conn):
+        existing = accounts.get_local_credentials(conn)
+        if existing is not None:
+            account = accounts.get_account(conn, existing.service_client_id)
+            if account is not None:
+                return Bootstrap(account, existing, created=False)
+        now = epoch(clock.now())
+        account = Account(
+            service_client_id=DEFAULT_SERVICE_CLIENT_ID,
+            hashkey=random_string(HASHKEY_LENGTH),
+            signature_user_id=DEFAULT_SIGNATURE_USER_ID,
+            environment=DEFAULT_ENVIRONMENT,
+            created_at=now,
+        )
+        accounts.add_account(conn, account)
+        secret = random_string(CLIENT_SECRET_LENGTH)
+        client = _new_client(account.service_client_id, now, name="local", secret=secret)
+        accounts.add_client(conn, client)
+        accounts.add_user(conn, User(account.service_client_id, DEFAULT_USER_ID, now, PERMISSIONS))
+        credentials = LocalCredentials(
+            account.service_client_id, DEFAULT_USER_ID, client.client_id, secret
+        )
+        accounts.save_local_credentials(conn, credentials)
+        for seeder in ACCOUNT_SEEDERS:
+            module, _, function = seeder.partition(":")
+            getattr(importlib.import_module(module), function)(conn, account, clock)
+    return Bootstrap(account, credentials, created=True)
+
+
+def add_client(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    *,
+    name: str = "",
+    certificate: Path | None = None,
+    token_lifetime_minutes: int = accounts.DEFAULT_TOKEN_LIFETIME_MINUTES,
+    service_client_id: str | None = None,
+) -> NewClient:
+    """Register a client with a fresh 64-character secret, or with ``certificate`` (PEM file)."""
+    if not 1 <= token_lifetime_minutes <= MAX_TOKEN_LIFETIME_MINUTES:
+        raise UsageError(
+            f"token lifetime must be 1 to {MAX_TOKEN_LIFETIME_MINUTES} minutes, "
+            f"not {token_lifetime_minutes}"
+        )
+    if len(name) > 100 or not name.isprintable():
+        raise UsageError("a client name is at most 100 printable characters")
+    account = _account(conn, clock, service_client_id)
+    now = epoch(clock.now())
+    if certificate is not None:
+        pem, thumbprint = _registrable_certificate(conn, certificate, clock)
+        client = _new_client(
+            account.service_client_id,
+            now,
+            name=name,
+            lifetime=token_lifetime_minutes,
+            certificate=(pem, thumbprint),
+        )
+        secret = None
+    else:
+        secret = random_string(CLIENT_SECRET_LENGTH)
+        client = _new_client(
+            account.service_client_id,
+            now,
+            name=name,
+            lifetime=token_lifetime_minutes,
+            secret=secret,
+        )
+    with transaction(conn):
+        accounts.add_client(conn, client)
+    return NewClient(client, secret)
+
+
+def list_clients(conn: sqlite3.Connection, clock: Clock) -> list[OAuthClient]:
+    _account(conn, clock, None)
+    return accounts.list_clients(conn)
+
+
+def add_user(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    user_id: str,
+    permissions: Sequence[str],
+    *,
+    service_client_id: str | None = None,
+) -> User:
+    """Add an active API user holding ``permissions`` (each one of ``PERMISSIONS``)."""
+    if not _USER_ID.match(user_id):
+        raise UsageError(
+            f"invalid user id {user_id!r}",
+            hint="use 1 to 64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit",
+        )
+    unknown = [p for p in permissions if p not in PERMISSIONS]
+    if unknown:
+        raise UsageError(
+            f"unknown permission '{unknown[0]}'",
+            hint=f"valid permissions: {', '.join(PERMISSIONS)}",
+        )
+    account = _account(conn, clock, service_client_id)
+    with transaction(conn):
+        if accounts.get_user(conn, account.service_client_id, user_id) is not None:
+            raise PrefctlError(
+                f"user '{user_id}' already exists in account {account.service_client_id}"
+            )
+        accounts.add_user(
+            conn,
+            User(account.service_client_id, user_id, epoch(clock.now()), tuple(permissions)),
+        )
+    user = accounts.get_user(conn, account.service_client_id, user_id)
+    assert user is not None
+    return user
+
+
+def list_users(conn: sqlite3.Connection, clock: Clock) -> list[User]:
+    _account(conn, clock, None)
+    return accounts.list_users(conn)
+
+
+def revoke(conn: sqlite3.Connection, clock: Clock, jti: str) -> Revocation:
+    """Revoke the access token ``jti``: the REST API refuses it from now on."""
+    with transaction(conn):
+        issued = tokens.get_issued_token(conn, jti)
+        if issued is None:
+            raise NotFoundError(
+                f"no token with jti '{jti}' was issued by this emulator",
+                hint="'prefctl token inspect' shows a token's jti; expired tokens are forgotten",
+            )
+        fresh = tokens.revoke_token(conn, jti, revoked_at=epoch(clock.now()))
+    return Revocation(issued, already_revoked=not fresh)
+
+
+def reset_store(data_dir: Path) -> bool:
+    """Delete the store (and its WAL files); False when there was none. The emulator must be
+    stopped: the next start bootstraps a new account."""
+    store = paths.store_path(data_dir)
+    existed = store.exists()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    return existed
+
+
+def _account(conn: sqlite3.Connection, clock: Clock, service_client_id: str | None) -> Account:
+    boot = bootstrap(conn, clock)
+    if service_client_id is None or service_client_id == boot.account.service_client_id:
+        return boot.account
+    account = accounts.get_account(conn, service_client_id)
+    if account is None:
+        raise NotFoundError(f"no account '{service_client_id}' in this emulator")
+    return account
+
+
+def _new_client(
+    service_client_id: str,
+    now: float,
+    *,
+    name: str,
+    lifetime: int = accounts.DEFAULT_TOKEN_LIFETIME_MINUTES,
+    secret: str | None = None,
+    certificate: tuple[str, str] | None = None,
+) -> OAuthClient:
+    salt = digest = None
+    if secret is not None:
+        salt, digest = accounts.hash_secret(secret)
+    return OAuthClient(
+        client_id=random_string(CLIENT_ID_LENGTH),
+        service_client_id=service_client_id,
+        created_at=now,
+        name=name,
+        token_lifetime_minutes=lifetime,
+        secret_salt=salt,
+        secret_hash=digest,
+        certificate_pem=certificate[0] if certificate else None,
+        certificate_thumbprint=certificate[1] if certificate else None,
+    )
+
+
+def _registrable_certificate(conn: sqlite3.Connection, path: Path, clock: Clock) -> tuple[str, str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    from prefctl.certs import load_certificate, thumbprint_sha256
+
+    certificate = load_certificate(path)
+    key = certificate.public_key()
+    usable = isinstance(key, rsa.RSAPublicKey) or (
+        isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1)
+    )
+    if not usable:
+        raise UsageError(
+            f"the certificate {path} has a key the token endpoint cannot verify",
+            hint="use an RSA or EC P-256 certificate (prefctl certs issue --client NAME)",
+        )
+    if certificate.not_valid_after_utc <= clock.now():
+        raise UsageError(
+            f"the certificate {path} expired on {certificate.not_valid_after_utc:%Y-%m-%d}"
+        )
+    thumbprint = thumbprint_sha256(certificate)
+    owner = accounts.client_with_thumbprint(conn, thumbprint)
+    if owner is not None:
+        raise PrefctlError(
+            f"the certificate {path} is already registered to client {owner.client_id}"
+        )
+    pem = certificate.public_bytes(serialization.Encoding.PEM).decode("ascii")
+    return pem, thumbprint

@@ -1,0 +1,104 @@
+"""Profile ``local``: how ``emulator start`` tells the rest of prefctl where its emulator is.
+
+Every start rewrites the whole ``[profiles.local]`` table from the store's bootstrap credentials
+and the URLs actually served (the emulator owns this profile; copy it under another name to
+customise it). The client secret and the Hashkey are written inline, which ``profiles.toml`` allows
+because prefctl writes it 0600. ``local`` becomes the default profile only when there is none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prefctl.config import load_config, save_config
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+PROFILE_NAME = "local"
+
+
+@dataclass(frozen=True)
+class LocalAccount:
+    """The bootstrap account and the credentials that profile ``local`` holds."""
+
+    service_client_id: str
+    user_id: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    hashkey: str = field(repr=False)
+    signature_user_id: str = ""
+    environment: str = "Sandbox"
+
+
+def write_local_profile(
+    config_file: Path,
+    *,
+    auth_url: str,
+    api_url: str,
+    account: LocalAccount,
+    ca_bundle: Path | None = None,
+) -> None:
+    """Create or refresh profile ``local`` in ``config_file``."""
+    cfg = load_config(config_file)
+    table: dict[str, Any] = {
+        "auth_url": auth_url,
+        "api_url": api_url,
+        "service_client_id": account.service_client_id,
+        "user_id": account.user_id,
+        "client_id": account.client_id,
+        "auth_method": "client_secret_basic",
+        "client_secret": account.client_secret,
+        "environment": account.environment,
+    }
+    if ca_bundle is not None:
+        table["ca_bundle"] = str(ca_bundle)
+    table["webhooks"] = {
+        "signature_user_id": account.signature_user_id,
+        "hashkey": account.hashkey,
+    }
+    cfg.profiles[PROFILE_NAME] = table
+    if not cfg.default:
+        cfg.default = PROFILE_NAME
+    save_config(cfg)
+
+
+def ca_bundle_for(certificate_file: Path) -> Path | None:
+    """The CA file a client needs to trust the emulator's TLS certificate, when we can tell.
+
+    The certificate file itself when its first certificate is self-signed; otherwise the first of
+    ``ca.pem`` beside it and the development CA (``prefctl certs init``) that issued it. None when
+    the issuer is not found (a certificate from a CA the system already trusts).
+    """
+    from cryptography import x509
+
+    from prefctl.certs import CA_CERT_FILE, default_certs_dir
+
+    try:
+        leaf = x509.load_pem_x509_certificates(certificate_file.read_bytes())[0]
+    except (OSError, ValueError, IndexError):
+        return None
+    if _issued_by(leaf, leaf):
+        return certificate_file.absolute()
+    for candidate in (certificate_file.parent / CA_CERT_FILE, default_certs_dir() / CA_CERT_FILE):
+        try:
+            issuers = x509.load_pem_x509_certificates(candidate.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if any(_issued_by(leaf, issuer) for issuer in issuers):
+            return candidate.absolute()
+    return None
+
+
+def _issued_by(leaf: x509.Certificate, issuer: x509.Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    if leaf.issuer != issuer.subject:
+        return False
+    try:
+        leaf.verify_directly_issued_by(issuer)
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True

@@ -1,0 +1,380 @@
+"""Running the emulator: ``serve(config)`` in the foreground, ``start_in_thread(config)`` in-process.
+
+Both prepare the same way: resolve the data dir, open (and on first use bootstrap) the store, bind
+the port, build the app, and, when ``config.config_path`` is set, write profile ``local``.
+
+- ``serve`` blocks until SIGINT or SIGTERM, then shuts down cleanly and returns (exit 0). While it
+  runs, ``emulator.pid`` in the data dir records it for ``emulator status`` and ``stop``.
+- ``start_in_thread`` returns a ``RunningEmulator`` once uvicorn has started (waited on an event,
+  not a sleep); ``.stop()`` shuts it down. It writes no pid file: ``emulator stop`` must never signal
+  the process that embeds it (a test run, ``prefctl demo``).
+
+    >>> running = start_in_thread(EmulatorConfig(port=0, data_dir=tmp))
+    >>> running.auth_url, running.account.client_id
+    >>> running.stop()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import random
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from prefctl.clock import Clock, SystemClock, utc_timestamp
+from prefctl.emulator import daemon, paths
+from prefctl.emulator.app import EmulatorContext, create_app
+from prefctl.emulator.local_profile import (
+    PROFILE_NAME,
+    LocalAccount,
+    ca_bundle_for,
+    write_local_profile,
+)
+from prefctl.errors import PrefctlError, UnreachableError, UsageError
+from prefctl.logs import register_secret
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8750
+START_TIMEOUT_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """The options of one emulator run, validated together by ``validate``.
+
+    ``port`` 0 picks a free port. ``data_dir`` None means ``PREFCTL_DATA_DIR`` or the platform's
+    data dir. ``config_path`` is the ``profiles.toml`` that receives profile ``local`` (None: leave
+    profiles alone). ``clock``, ``seed`` and ``settings`` are seams for tests and later features.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    data_dir: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    time_scale: float = 1.0
+    config_path: Path | None = None
+    clock: Clock | None = field(default=None, compare=False)
+    seed: int | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def resolved_data_dir(self) -> Path:
+        return paths.resolve_data_dir(self.data_dir)
+
+    def validate(self) -> None:
+        """Raise UsageError (exit 2) for options that cannot work together."""
+        if not 0 <= self.port <= 65535:
+            raise UsageError(f"port must be 0 to 65535, not {self.port}")
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise UsageError(
+                f"--time-scale must be a number greater than 0, not {self.time_scale}",
+                hint="e.g. --time-scale 60 runs an hour of delivery rules in a minute",
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise UsageError("--tls-cert and --tls-key go together")
+        for path in (self.tls_cert, self.tls_key):
+            if path is not None and not path.is_file():
+                raise UsageError(f"{path} does not exist or is not a file")
+
+
+@dataclass
+class RunningEmulator:
+    """An emulator that has started: where it answers and with which account."""
+
+    url: str
+    data_dir: Path
+    account: LocalAccount
+    context: EmulatorContext
+    pid: int
+    created: bool = False
+    profile: str | None = PROFILE_NAME
+    config_path: Path | None = None
+    ca_bundle: Path | None = None
+    _server: Any = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def auth_url(self) -> str:
+        return self.context.auth_url
+
+    @property
+    def api_url(self) -> str:
+        return self.context.api_url
+
+    @property
+    def token_url(self) -> str:
+        return self.context.token_url
+
+    @property
+    def store_path(self) -> Path:
+        return self.context.store_path
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def write_profile(self, config_path: Path) -> RunningEmulator:
+        """Write profile ``local`` for this emulator into ``config_path``; returns a view of the
+        same running emulator that knows it (``.config_path``, ``.profile``)."""
+        write_local_profile(
+            config_path,
+            auth_url=self.auth_url,
+            api_url=self.api_url,
+            account=self.account,
+            ca_bundle=self.ca_bundle,
+        )
+        return replace(self, config_path=config_path, profile=PROFILE_NAME)
+
+    def ready_record(self) -> dict[str, Any]:
+        """The ``{"type": "ready", …}`` line ``emulator start -o json`` prints (no secrets)."""
+        return {
+            "type": "ready",
+            "url": self.url,
+            "auth_url": self.auth_url,
+            "api_url": self.api_url,
+            "data_dir": str(self.data_dir),
+            "profile": self.profile,
+            "pid": self.pid,
+        }
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Shut down an emulator started by ``start_in_thread`` and wait for it (bounded)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise UnreachableError(f"the emulator at {self.url} did not stop in {timeout} s")
+        self.context.close()
+
+
+@dataclass
+class _Prepared:
+    running: RunningEmulator
+    uvicorn_config: Any
+    sock: socket.socket
+
+
+def serve(
+    config: EmulatorConfig, *, on_ready: Callable[[RunningEmulator], None] | None = None
+) -> None:
+    """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
+    data_dir = config.resolved_data_dir()
+    daemon.ensure_not_running(data_dir)
+    prepared = _prepare(config)
+    running = prepared.running
+
+    def started() -> None:
+        daemon.write_pid_file(data_dir, _pid_record(running))
+        if on_ready is not None:
+            on_ready(running)
+
+    server = _make_server(prepared.uvicorn_config, started)
+    running._server = server
+    try:
+        server.run(sockets=[prepared.sock])
+    finally:
+        daemon.remove_pid_file(data_dir, os.getpid())
+        running.context.close()
+    if not server.started:
+        raise PrefctlError("the emulator failed to start", hint="run again with -vv for details")
+
+
+def start_in_thread(
+    config: EmulatorConfig, *, timeout: float = START_TIMEOUT_SECONDS
+) -> RunningEmulator:
+    """Start the emulator on a background thread of this process; returns once it listens."""
+    prepared = _prepare(config)
+    running = prepared.running
+    ready = threading.Event()
+    server = _make_server(prepared.uvicorn_config, ready.set)
+
+    def run() -> None:
+        try:
+            server.run(sockets=[prepared.sock])
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=run, name="prefctl-emulator", daemon=True)
+    running._server, running._thread = server, thread
+    thread.start()
+    if not ready.wait(timeout) or not server.started:
+        server.should_exit = True
+        thread.join(timeout)
+        running.context.close()
+        raise UnreachableError(f"the emulator at {running.url} did not start within {timeout} s")
+    return running
+
+
+def _prepare(config: EmulatorConfig) -> _Prepared:
+    import uvicorn
+
+    from prefctl.emulator import admin, oauth
+
+    config.validate()
+    data_dir = config.resolved_data_dir()
+    clock = config.clock or SystemClock()
+    with admin.open_admin_store(data_dir) as conn:
+        boot = admin.bootstrap(conn, clock)
+    register_secret(boot.credentials.client_secret)
+    register_secret(boot.account.hashkey)
+    account = LocalAccount(
+        service_client_id=boot.account.service_client_id,
+        user_id=boot.credentials.user_id,
+        client_id=boot.credentials.client_id,
+        client_secret=boot.credentials.client_secret,
+        hashkey=boot.account.hashkey,
+        signature_user_id=boot.account.signature_user_id,
+        environment=boot.account.environment,
+    )
+    sock = _bind(config.host, config.port)
+    ctx: EmulatorContext | None = None
+    try:
+        scheme = "https" if config.tls_cert else "http"
+        url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
+        ctx = EmulatorContext(
+            store_path=paths.store_path(data_dir),
+            base_url=url,
+            clock=clock,
+            rng=random.Random(config.seed),
+            time_scale=config.time_scale,
+            settings=dict(config.settings),
+        )
+        app = create_app(ctx)
+        oauth.key_ring(ctx)  # create the signing key now rather than on the first request
+        server_config = uvicorn.Config(
+            app,
+            host=config.host,
+            port=sock.getsockname()[1],
+            log_config=None,  # logs go through prefctl's redacting handler
+            proxy_headers=False,
+            server_header=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            ssl_certfile=str(config.tls_cert) if config.tls_cert else None,
+            ssl_keyfile=str(config.tls_key) if config.tls_key else None,
+        )
+        _load_tls(server_config, config)
+        ca_bundle = ca_bundle_for(config.tls_cert) if config.tls_cert else None
+        if config.config_path is not None:
+            write_local_profile(
+                config.config_path,
+                auth_url=ctx.auth_url,
+                api_url=ctx.api_url,
+                account=account,
+                ca_bundle=ca_bundle,
+            )
+    except BaseException:
+        sock.close()
+        if ctx is not None:
+            ctx.close()
+        raise
+    running = RunningEmulator(
+        url=url,
+        data_dir=data_dir,
+        account=account,
+        context=ctx,
+        pid=os.getpid(),
+        created=boot.created,
+        profile=PROFILE_NAME if config.config_path is not None else None,
+        config_path=config.config_path,
+        ca_bundle=ca_bundle,
+    )
+    return _Prepared(running, server_config, sock)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        raise UsageError(f"cannot listen on {where}: unknown host", hint="check --host") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"{where} is already in use", hint="choose another port with --port"
+            ) from None
+        reason = exc.strerror.lower() if exc.strerror else str(exc)
+        raise UsageError(
+            f"cannot listen on {where}: {reason}", hint="check --host and --port"
+        ) from None
+    return sock
+
+
+def _url_host(host: str) -> str:
+    # A wildcard bind is reached through loopback from this machine.
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _load_tls(server_config: Any, config: EmulatorConfig) -> None:
+    import ssl
+
+    try:
+        server_config.load()
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        if config.tls_cert is None:
+            raise
+        raise UsageError(
+            f"cannot use {config.tls_cert} and {config.tls_key} for TLS: {exc}",
+            hint="give a PEM certificate and its unencrypted private key (prefctl certs issue)",
+        ) from None
+
+
+def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
+    return daemon.PidRecord(
+        pid=running.pid,
+        url=running.url,
+        auth_url=running.auth_url,
+        api_url=running.api_url,
+        data_dir=str(running.data_dir),
+        ca_bundle=str(running.ca_bundle) if running.ca_bundle else None,
+        profile=running.profile,
+        started_at=utc_timestamp(running.context.clock.now()),
+    )
+
+
+def _make_server(server_config: Any, on_started: Callable[[], None]) -> Any:
+    import uvicorn
+
+    class EmulatorServer(uvicorn.Server):  # type: ignore[misc]
+        """uvicorn's server, told when it listens, and ending on a signal without re-raising it:
+        SIGTERM and Ctrl-C are the normal way to stop the emulator, and it exits 0."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                on_started()
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return EmulatorServer(server_config)

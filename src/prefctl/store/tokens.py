@@ -1,0 +1,96 @@
+"""The token service's keys and bookkeeping: signing keys, issued and revoked access tokens, and
+the jti of client assertions already used (migration ``0001_accounts``).
+
+Expiry columns hold Unix seconds so they compare with a ``Clock`` without parsing; callers pass
+``now`` explicitly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """An RSA private key (PEM) that signs access tokens, named by ``kid``."""
+
+    kid: str
+    private_key_pem: str = field(repr=False)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """What the store remembers of an access token it issued (never the token itself)."""
+
+    jti: str
+    client_id: str
+    scope: str
+    issued_at: int
+    expires_at: int
+
+
+# -- signing keys ----------------------------------------------------------------------------------
+def add_signing_key(conn: sqlite3.Connection, key: SigningKey) -> None:
+    conn.execute(
+        "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES (?, ?, ?)",
+        (key.kid, key.private_key_pem, key.created_at),
+    )
+
+
+def signing_keys(conn: sqlite3.Connection) -> list[SigningKey]:
+    """All keys, newest first: the first one signs, all of them verify."""
+    rows = conn.execute("SELECT * FROM signing_keys ORDER BY created_at DESC, rowid DESC")
+    return [SigningKey(r["kid"], r["private_key_pem"], r["created_at"]) for r in rows]
+
+
+# -- issued and revoked access tokens --------------------------------------------------------------
+def record_issued_token(conn: sqlite3.Connection, token: IssuedToken, *, now: int) -> None:
+    """Remember ``token``; tokens expired for a day are forgotten on the way."""
+    conn.execute("DELETE FROM issued_tokens WHERE expires_at < ?", (now - 86_400,))
+    conn.execute(
+        "INSERT INTO issued_tokens (jti, client_id, scope, issued_at, expires_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (token.jti, token.client_id, token.scope, token.issued_at, token.expires_at),
+    )
+
+
+def get_issued_token(conn: sqlite3.Connection, jti: str) -> IssuedToken | None:
+    row = conn.execute("SELECT * FROM issued_tokens WHERE jti = ?", (jti,)).fetchone()
+    if row is None:
+        return None
+    return IssuedToken(
+        row["jti"], row["client_id"], row["scope"], row["issued_at"], row["expires_at"]
+    )
+
+
+def revoke_token(conn: sqlite3.Connection, jti: str, *, revoked_at: float) -> bool:
+    """Mark ``jti`` revoked; False when it already was."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO revoked_tokens (jti, revoked_at) VALUES (?, ?)", (jti, revoked_at)
+    )
+    return cursor.rowcount == 1
+
+
+def is_revoked(conn: sqlite3.Connection, jti: str) -> bool:
+    row = conn.execute("SELECT 1 FROM revoked_tokens WHERE jti = ?", (jti,)).fetchone()
+    return row is not None
+
+
+# -- client assertions -----------------------------------------------------------------------------
+def use_assertion_jti(
+    conn: sqlite3.Connection, client_id: str, jti: str, *, expires_at: int, now: int
+) -> bool:
+    """Record that ``client_id`` used assertion ``jti``; False when it was used before.
+
+    A jti is remembered for an hour past its assertion's expiry; the assertion itself is refused
+    by then (whatever clock-skew leeway the verifier allows is far shorter), so forgetting it
+    cannot let a replay through.
+    """
+    conn.execute("DELETE FROM used_assertions WHERE expires_at < ?", (now - 3600,))
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO used_assertions (client_id, jti, expires_at) VALUES (?, ?, ?)",
+        (client_id, jti, expires_at),
+    )
+    return cursor.rowcount == 1
