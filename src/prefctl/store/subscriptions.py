@@ -1,0 +1,448 @@
+"""Webhook subscriptions, the 409 rule, pause/resume, and the handshake's bookkeeping.
+
+A subscription takes its fields from the wire body of ``POST``/``PUT /subscriptions`` (as
+``dump_wire(SubscriptionInput)`` makes it) and returns as a ``SubscriptionRecord`` whose
+``to_wire()`` is the API's Subscription. Rules kept here:
+
+- **409**: one Url receives one EventType once per account. ``find_conflict`` names the
+  subscription and event type in the way; create/replace raise ``DuplicateSubscriptionError``
+  (and a unique index backs it up).
+- **Pause/resume** (``set_state``, also through a replace): pausing with CatchUpOnResume turns
+  queued deliveries into held ones, which resume queues with a new EventTime; pausing without it
+  drops them. Deliveries in flight finish.
+- **Url change**: ProvisioningState becomes Updating and the handshake starts over; queued
+  deliveries wait until it succeeds (the dispatcher claims only Active + Succeeded).
+- **Delete** removes the subscription and its deliveries: notifications stop at once.
+
+Functions do not open transactions; the caller groups them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from prefctl.errors import NotFoundError, PrefctlError
+from prefctl.store import deliveries
+from prefctl.store.timestamps import wire_time
+
+__all__ = [
+    "Conflict",
+    "DuplicateSubscriptionError",
+    "FanoutTarget",
+    "Handshake",
+    "SubscriptionRecord",
+    "create_subscription",
+    "delete_subscription",
+    "fanout_targets",
+    "find_by_validation_token",
+    "find_conflict",
+    "get_subscription",
+    "list_subscriptions",
+    "record_handshake_attempt",
+    "replace_subscription",
+    "set_alerts",
+    "set_provisioning_state",
+    "set_state",
+    "start_validation",
+]
+
+State = Literal["Active", "Paused"]
+ProvisioningState = Literal["Creating", "Updating", "AwaitingManualAction", "Succeeded", "Failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """Where the validation handshake stands (for ``dispatcher/handshake.py``)."""
+
+    validation_code: str | None
+    validation_token: str | None
+    validation_expires_at: float | None
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """A stored subscription; times are Unix seconds."""
+
+    id: int
+    service_client_id: str
+    name: str
+    description: str | None
+    url: str
+    state: State
+    catch_up_on_resume: bool
+    provisioning_state: ProvisioningState
+    selections: list[dict[str, Any]]
+    alerts_enabled: bool
+    alert_recipients: list[str]
+    created_at: float
+    created_by: str | None
+    modified_at: float
+    modified_by: str | None
+    provisioned_at: float | None
+    handshake: Handshake
+
+    @property
+    def receives_events(self) -> bool:
+        """Only Succeeded + Active subscriptions are sent events (DESIGN §7.2)."""
+        return self.provisioning_state == "Succeeded" and self.state == "Active"
+
+    @property
+    def event_types(self) -> list[str]:
+        return [str(selection["EventType"]) for selection in self.selections]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The Subscription of the REST API (PascalCase)."""
+        wire: dict[str, Any] = {"Id": self.id, "Name": self.name}
+        if self.description is not None:
+            wire["Description"] = self.description
+        wire.update(
+            {
+                "Url": self.url,
+                "State": self.state,
+                "CatchUpOnResume": self.catch_up_on_resume,
+                "ProvisioningState": self.provisioning_state,
+                "Subscriptions": self.selections,
+                "Alerts": {"Enabled": self.alerts_enabled, "Recipients": self.alert_recipients},
+                "Edited": {
+                    "CreateDate": wire_time(self.created_at),
+                    "CreatedBy": self.created_by,
+                    "ModifiedDate": wire_time(self.modified_at),
+                    "ModifiedBy": self.modified_by,
+                },
+            }
+        )
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The subscription that already sends ``event_type`` to ``url``."""
+
+    subscription_id: int
+    name: str
+    url: str
+    event_type: str
+
+
+class DuplicateSubscriptionError(PrefctlError):
+    """The Url is already subscribed to one of the event types (the API's 409)."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__(
+            f"subscription {conflict.subscription_id} ({conflict.name!r}) already sends"
+            f" {conflict.event_type} to {conflict.url}",
+            hint="add the event type to that subscription, or use another Url",
+        )
+        self.conflict = conflict
+
+
+@dataclass(frozen=True, slots=True)
+class FanoutTarget:
+    """A subscription new events go to: queued, or held while paused with catch-up."""
+
+    subscription_id: int
+    selections: list[dict[str, Any]]
+    held: bool
+
+
+def find_conflict(
+    conn: sqlite3.Connection,
+    account: str,
+    url: str,
+    event_types: Iterable[str],
+    *,
+    exclude_id: int | None = None,
+) -> Conflict | None:
+    """The first subscription of ``account`` (other than ``exclude_id``) that already sends one
+    of ``event_types`` to ``url``, or None."""
+    row = conn.execute(
+        "SELECT t.subscription_id, s.name, t.url, t.event_type FROM subscription_event_types t"
+        " JOIN subscriptions s ON s.id = t.subscription_id"
+        " WHERE t.service_client_id = ? AND t.url = ? AND t.subscription_id IS NOT ?"
+        " AND t.event_type IN (SELECT value FROM json_each(?)) ORDER BY t.event_type LIMIT 1",
+        (account, url, exclude_id, orjson.dumps(list(event_types)).decode()),
+    ).fetchone()
+    return Conflict(*row) if row else None
+
+
+def create_subscription(
+    conn: sqlite3.Connection, account: str, body: Mapping[str, Any], *, actor: str, now: float
+) -> SubscriptionRecord:
+    """Store a new subscription in ProvisioningState Creating (the handshake comes next)."""
+    fields = _fields(body)
+    _check_conflict(conn, account, fields["url"], fields["selections"], None)
+    cursor = conn.execute(
+        "INSERT INTO subscriptions (service_client_id, name, description, url, state,"
+        " catch_up_on_resume, provisioning_state, selections, alerts_enabled, alert_recipients,"
+        " created_at, created_by, modified_at, modified_by)"
+        " VALUES (:account, :name, :description, :url, :state, :catch_up, 'Creating',"
+        " :selections, :alerts_enabled, :alert_recipients, :now, :actor, :now, :actor)",
+        {**fields, "account": account, "now": now, "actor": actor},
+    )
+    subscription_id = int(cursor.lastrowid or 0)
+    _index_event_types(conn, account, subscription_id, fields["url"], fields["selections"])
+    return _require(conn, account, subscription_id)
+
+
+def get_subscription(
+    conn: sqlite3.Connection, account: str, subscription_id: int
+) -> SubscriptionRecord | None:
+    row = conn.execute(
+        "SELECT * FROM subscriptions WHERE id = ? AND service_client_id = ?",
+        (subscription_id, account),
+    ).fetchone()
+    return _record(row) if row else None
+
+
+def list_subscriptions(conn: sqlite3.Connection, account: str) -> list[SubscriptionRecord]:
+    rows = conn.execute(
+        "SELECT * FROM subscriptions WHERE service_client_id = ? ORDER BY id", (account,)
+    )
+    return [_record(row) for row in rows]
+
+
+def replace_subscription(
+    conn: sqlite3.Connection,
+    account: str,
+    subscription_id: int,
+    body: Mapping[str, Any],
+    *,
+    actor: str,
+    now: float,
+) -> tuple[SubscriptionRecord, bool] | None:
+    """PUT: replace every field. Returns the record and whether the Url changed (then the
+    handshake must run again), or None when there is no such subscription."""
+    current = get_subscription(conn, account, subscription_id)
+    if current is None:
+        return None
+    fields = _fields(body)
+    _check_conflict(conn, account, fields["url"], fields["selections"], subscription_id)
+    url_changed = fields["url"] != current.url
+    conn.execute(
+        "UPDATE subscriptions SET name = :name, description = :description, url = :url,"
+        " catch_up_on_resume = :catch_up, selections = :selections,"
+        " alerts_enabled = :alerts_enabled, alert_recipients = :alert_recipients,"
+        " modified_at = :now, modified_by = :actor WHERE id = :id",
+        {**fields, "id": subscription_id, "now": now, "actor": actor},
+    )
+    if url_changed:
+        conn.execute(
+            "UPDATE subscriptions SET provisioning_state = 'Updating', provisioned_at = NULL,"
+            " validation_code = NULL, validation_token = NULL, validation_expires_at = NULL,"
+            " handshake_attempts = 0, handshake_error = NULL WHERE id = ?",
+            (subscription_id,),
+        )
+    conn.execute(
+        "DELETE FROM subscription_event_types WHERE subscription_id = ?", (subscription_id,)
+    )
+    _index_event_types(conn, account, subscription_id, fields["url"], fields["selections"])
+    record = set_state(conn, account, subscription_id, fields["state"], actor=actor, now=now)
+    return record, url_changed
+
+
+def set_state(
+    conn: sqlite3.Connection,
+    account: str,
+    subscription_id: int,
+    state: State,
+    *,
+    actor: str,
+    now: float,
+) -> SubscriptionRecord:
+    """Pause or resume, moving the subscription's pending deliveries accordingly."""
+    current = _require(conn, account, subscription_id)
+    if state == current.state:
+        return current
+    if state == "Paused":
+        if current.catch_up_on_resume:
+            deliveries.hold_queued(conn, subscription_id)
+        else:
+            deliveries.drop_pending(conn, subscription_id)
+    elif current.catch_up_on_resume:
+        deliveries.release_held(conn, subscription_id, now=now)
+    else:
+        deliveries.drop_pending(conn, subscription_id)
+    conn.execute(
+        "UPDATE subscriptions SET state = ?, modified_at = ?, modified_by = ? WHERE id = ?",
+        (state, now, actor, subscription_id),
+    )
+    return _require(conn, account, subscription_id)
+
+
+def set_alerts(
+    conn: sqlite3.Connection,
+    account: str,
+    subscription_id: int,
+    *,
+    enabled: bool,
+    recipients: list[str],
+    actor: str,
+    now: float,
+) -> SubscriptionRecord:
+    """Turn failure alerts on or off (a support-team operation)."""
+    _require(conn, account, subscription_id)
+    conn.execute(
+        "UPDATE subscriptions SET alerts_enabled = ?, alert_recipients = ?, modified_at = ?,"
+        " modified_by = ? WHERE id = ?",
+        (int(enabled), orjson.dumps(recipients).decode(), now, actor, subscription_id),
+    )
+    return _require(conn, account, subscription_id)
+
+
+def delete_subscription(conn: sqlite3.Connection, account: str, subscription_id: int) -> bool:
+    """Remove the subscription with its deliveries; False when there was none."""
+    cursor = conn.execute(
+        "DELETE FROM subscriptions WHERE id = ? AND service_client_id = ?",
+        (subscription_id, account),
+    )
+    return cursor.rowcount == 1
+
+
+def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]:
+    """Subscriptions that take new events: Succeeded and Active (queued), or Succeeded, Paused
+    and catching up (held). Paused without catch-up takes nothing."""
+    rows = conn.execute(
+        "SELECT id, selections, state FROM subscriptions WHERE service_client_id = ?"
+        " AND provisioning_state = 'Succeeded' AND (state = 'Active' OR catch_up_on_resume = 1)"
+        " ORDER BY id",
+        (account,),
+    )
+    return [FanoutTarget(row[0], orjson.loads(row[1]), row[2] == "Paused") for row in rows]
+
+
+# -- handshake bookkeeping --------------------------------------------------------------------------
+def start_validation(
+    conn: sqlite3.Connection,
+    subscription_id: int,
+    *,
+    validation_code: str,
+    validation_token: str,
+    expires_at: float,
+) -> None:
+    """Begin a handshake run: the code to expect, the token of ``/validation/{token}`` and when
+    that URL stops working; attempts and the last error start over."""
+    conn.execute(
+        "UPDATE subscriptions SET validation_code = ?, validation_token = ?,"
+        " validation_expires_at = ?, handshake_attempts = 0, handshake_error = NULL WHERE id = ?",
+        (validation_code, validation_token, expires_at, subscription_id),
+    )
+
+
+def record_handshake_attempt(
+    conn: sqlite3.Connection, subscription_id: int, *, error: str | None
+) -> int:
+    """Count one handshake attempt and what went wrong (None: it worked); returns the count."""
+    row = conn.execute(
+        "UPDATE subscriptions SET handshake_attempts = handshake_attempts + 1,"
+        " handshake_error = ? WHERE id = ? RETURNING handshake_attempts",
+        (error, subscription_id),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def set_provisioning_state(
+    conn: sqlite3.Connection,
+    subscription_id: int,
+    state: ProvisioningState,
+    *,
+    now: float,
+    error: str | None = None,
+) -> None:
+    """Move provisioning on. Succeeded stamps ``provisioned_at``; Succeeded and Failed end the
+    validation URL; ``error`` (for Failed) is kept as the handshake's last error."""
+    ended = state in ("Succeeded", "Failed")
+    conn.execute(
+        "UPDATE subscriptions SET provisioning_state = ?,"
+        " provisioned_at = CASE WHEN ? = 'Succeeded' THEN ? ELSE provisioned_at END,"
+        " validation_token = CASE WHEN ? THEN NULL ELSE validation_token END,"
+        " handshake_error = coalesce(?, handshake_error) WHERE id = ?",
+        (state, state, now, ended, error, subscription_id),
+    )
+
+
+def find_by_validation_token(conn: sqlite3.Connection, token: str) -> SubscriptionRecord | None:
+    """The subscription whose handshake issued ``token`` (any account; the URL has no auth).
+    The caller compares ``handshake.validation_expires_at`` with its clock."""
+    row = conn.execute(
+        "SELECT * FROM subscriptions WHERE validation_token = ?", (token,)
+    ).fetchone()
+    return _record(row) if row else None
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    alerts = body.get("Alerts") or {}
+    return {
+        "name": body["Name"],
+        "description": body.get("Description"),
+        "url": body["Url"],
+        "state": body.get("State", "Active"),
+        "catch_up": int(bool(body.get("CatchUpOnResume", False))),
+        "selections": orjson.dumps(list(body["Subscriptions"])).decode(),
+        "alerts_enabled": int(bool(alerts.get("Enabled", False))),
+        "alert_recipients": orjson.dumps(list(alerts.get("Recipients") or [])).decode(),
+    }
+
+
+def _event_types(selections_json: str) -> list[str]:
+    return [str(selection["EventType"]) for selection in orjson.loads(selections_json)]
+
+
+def _check_conflict(
+    conn: sqlite3.Connection, account: str, url: str, selections_json: str, own_id: int | None
+) -> None:
+    conflict = find_conflict(conn, account, url, _event_types(selections_json), exclude_id=own_id)
+    if conflict is not None:
+        raise DuplicateSubscriptionError(conflict)
+
+
+def _index_event_types(
+    conn: sqlite3.Connection, account: str, subscription_id: int, url: str, selections_json: str
+) -> None:
+    conn.executemany(
+        "INSERT INTO subscription_event_types (service_client_id, url, event_type,"
+        " subscription_id) VALUES (?, ?, ?, ?)",
+        [(account, url, t, subscription_id) for t in dict.fromkeys(_event_types(selections_json))],
+    )
+
+
+def _require(conn: sqlite3.Connection, account: str, subscription_id: int) -> SubscriptionRecord:
+    record = get_subscription(conn, account, subscription_id)
+    if record is None:
+        raise NotFoundError(f"subscription {subscription_id} not found")
+    return record
+
+
+def _record(row: sqlite3.Row) -> SubscriptionRecord:
+    return SubscriptionRecord(
+        id=row["id"],
+        service_client_id=row["service_client_id"],
+        name=row["name"],
+        description=row["description"],
+        url=row["url"],
+        state=row["state"],
+        catch_up_on_resume=bool(row["catch_up_on_resume"]),
+        provisioning_state=row["provisioning_state"],
+        selections=orjson.loads(row["selections"]),
+        alerts_enabled=bool(row["alerts_enabled"]),
+        alert_recipients=orjson.loads(row["alert_recipients"]),
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        modified_at=row["modified_at"],
+        modified_by=row["modified_by"],
+        provisioned_at=row["provisioned_at"],
+        handshake=Handshake(
+            validation_code=row["validation_code"],
+            validation_token=row["validation_token"],
+            validation_expires_at=row["validation_expires_at"],
+            attempts=row["handshake_attempts"],
+            last_error=row["handshake_error"],
+        ),
+    )

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prefctl.clock import FakeClock
+from prefctl.errors import NotFoundError, UsageError
+from prefctl.store import imports, profiles
+from prefctl.store.db import transaction
+from prefctl.store.imports import ImportJob
+from tests.store.service_helpers import (
+    ACCOUNT,
+    OTHER_ACCOUNT,
+    add_subscription,
+    open_service_store,
+    subscription_body,
+)
+
+T0 = 1_767_225_600.0
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    conn = open_service_store(tmp_path / "store.db")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _staged(conn: sqlite3.Connection, *batches: list[dict[str, Any]]) -> int:
+    with transaction(conn):
+        job = imports.initiate_import(conn, ACCOUNT, actor="loader", now=T0)
+        for batch in batches:
+            imports.stage_records(conn, ACCOUNT, job.id, batch, now=T0)
+        imports.queue_import(conn, ACCOUNT, job.id, now=T0)
+    return job.id
+
+
+def _status(conn: sqlite3.Connection, import_id: int) -> ImportJob:
+    job = imports.get_import(conn, ACCOUNT, import_id)
+    assert job is not None
+    return job
+
+
+def test_import_creates_profiles_and_no_events(conn: sqlite3.Connection, clock: FakeClock) -> None:
+    add_subscription(conn, subscription_body())  # would receive profile.created from the API
+    import_id = _staged(
+        conn,
+        [{"Emails": [{"Address": "a@x.io"}]}, {"Emails": [{"Address": "b@x.io"}]}],
+        [{"Tags": ["vip"]}],
+    )
+    job = imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=2)
+    assert (job.state, job.total_records, job.processed_records) == ("Completed", 3, 3)
+    assert (job.created_profiles, job.replaced_profiles, job.failed_records) == (3, 0, 0)
+    found = profiles.search_profiles(conn, ACCOUNT, profiles.ProfileQuery(email="b@x.io"))
+    assert [p["ProfileId"] for p in found.profiles] == [1002]
+    assert found.profiles[0]["Edited"]["CreatedBy"] == "loader"
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 0
+
+
+def test_import_replaces_known_ids_and_reports_bad_records(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    first = _staged(conn, [{"CustomerType": "Individual"}])
+    imports.run_import(conn, ACCOUNT, first, clock=clock)
+    clock.advance(60)
+    import_id = _staged(
+        conn,
+        [
+            {"ProfileId": 1001, "CustomerType": "Business"},
+            {"ProfileId": 4242, "CustomerType": "Business"},
+            {"Emails": [{"Address": "not-an-email"}]},
+            {"Emial": []},
+            {"CustomerType": "Individual"},
+        ],
+    )
+    job = imports.run_import(conn, ACCOUNT, import_id, clock=clock)
+    assert (job.created_profiles, job.replaced_profiles, job.failed_records) == (1, 1, 3)
+    wire = _status(conn, import_id).to_wire()
+    assert wire["State"] == "Completed"
+    errors = {e["Record"]: e["Message"] for e in wire["Errors"]}
+    assert sorted(errors) == [2, 3, 4]
+    assert "ProfileId 4242 does not exist" in errors[2]
+    assert errors[3].startswith("Emails[0].Address:")
+    assert errors[4].startswith("Emial:")
+    replaced = profiles.get_profile(conn, ACCOUNT, 1001)
+    assert replaced is not None
+    assert replaced["CustomerType"] == "Business"
+    assert replaced["Edited"]["CreateDate"] == "2026-01-01T00:00:00.000Z"
+    assert replaced["Edited"]["ModifiedDate"] == "2026-01-01T00:01:00.000Z"
+
+
+def test_import_states_are_enforced(conn: sqlite3.Connection, clock: FakeClock) -> None:
+    with transaction(conn):
+        job = imports.initiate_import(conn, ACCOUNT, actor="loader", now=T0)
+    assert job.state == "Initiated"
+    with pytest.raises(UsageError, match="has no records"), transaction(conn):
+        imports.queue_import(conn, ACCOUNT, job.id, now=T0)
+    with pytest.raises(UsageError, match="execute it first"):
+        imports.run_import(conn, ACCOUNT, job.id, clock=clock)
+    with transaction(conn):
+        assert imports.stage_records(conn, ACCOUNT, job.id, [{}], now=T0).state == "Staging"
+        assert imports.queue_import(conn, ACCOUNT, job.id, now=T0).state == "Queued"
+    with pytest.raises(UsageError, match="only before execute"), transaction(conn):
+        imports.stage_records(conn, ACCOUNT, job.id, [{}], now=T0)
+    with pytest.raises(UsageError, match="already Queued"), transaction(conn):
+        imports.queue_import(conn, ACCOUNT, job.id, now=T0)
+    done = imports.run_import(conn, ACCOUNT, job.id, clock=clock)
+    assert imports.run_import(conn, ACCOUNT, job.id, clock=clock) == done
+
+
+def test_import_of_another_account_is_not_found(conn: sqlite3.Connection) -> None:
+    import_id = _staged(conn, [{}])
+    assert imports.get_import(conn, OTHER_ACCOUNT, import_id) is None
+    with pytest.raises(NotFoundError), transaction(conn):
+        imports.stage_records(conn, OTHER_ACCOUNT, import_id, [{}], now=T0)
+
+
+def test_interrupted_import_resumes_after_the_last_batch(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    import_id = _staged(conn, [{"Tags": [f"t{n}"]} for n in range(1, 6)])
+    # As a process killed after committing its first batch of two would leave it.
+    with transaction(conn):
+        conn.execute(
+            "UPDATE imports SET state = 'Processing', processed_records = 2 WHERE id = ?",
+            (import_id,),
+        )
+    job = imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=2)
+    assert (job.state, job.processed_records, job.created_profiles) == ("Completed", 5, 3)
+    page = profiles.search_profiles(conn, ACCOUNT, profiles.ProfileQuery())
+    assert [p["Tags"] for p in page.profiles] == [["t3"], ["t4"], ["t5"]]
+
+
+def test_import_that_cannot_write_fails_with_the_reason(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    import_id = _staged(conn, [{}, {}, {}])
+    conn.execute(
+        "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
+        " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+        imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=1)
+    job = _status(conn, import_id)
+    assert (job.state, job.processed_records, job.created_profiles) == ("Failed", 1, 1)
+    assert job.error is not None
+    assert "disk full" in job.error
