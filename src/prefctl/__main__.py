@@ -16,6 +16,11 @@ def main() -> None:
 
         sys.stdout.write(f"prefctl {__version__}\n")
         return
+    if "token" in argv and "get" in argv:
+        from prefctl.auth.fastpath import serve_cached_token
+
+        if serve_cached_token(argv):
+            return
     from prefctl.cli.app import run
 
     sys.exit(run(argv))

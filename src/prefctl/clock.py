@@ -12,7 +12,6 @@ verification, the dispatcher, the emulator and alerts. ``SystemClock`` is the re
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -45,6 +44,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # kept off the start-up path of a cached `token get`
+
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -77,6 +78,8 @@ class FakeClock:
         self.advance((when.astimezone(UTC) - self._now).total_seconds())
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio
+
         self.advance(max(0.0, seconds))
         # Let other tasks run, as a real sleep would.
         await asyncio.sleep(0)

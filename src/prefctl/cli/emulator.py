@@ -19,7 +19,7 @@ DataDirOption = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
-        help=f"Folder of the emulator's store [env: {ENV_DATA_DIR}; default: the user data dir].",
+        help=f"Folder of the emulator's store (env: {ENV_DATA_DIR}; default: the user data dir).",
         show_default=False,
         file_okay=False,
     ),

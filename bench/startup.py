@@ -1,0 +1,191 @@
+"""Start-up time of the installed ``prefctl`` entry point (DESIGN §12.3).
+
+Creates a fresh venv in a temporary folder, ``pip install``s this package into it (not editable,
+as a user would), primes a token cache with the installed package itself, then times many runs of:
+
+    python -c pass             the interpreter alone (the floor)
+    prefctl --version          target <= 150 ms
+    prefctl token get          a cached token, served by the fast path: target <= 250 ms
+    prefctl token get --json   the same token through the full CLI (Typer, Rich), for comparison
+    aws --version              when installed, the reference CLI
+
+Runs are interleaved round-robin so that load on the machine hits every command alike. Prints a
+table of median / p90 / min wall time in ms and whether each target is met.
+
+    python bench/startup.py                 # 40 runs each
+    python bench/startup.py --runs 100 --venv /tmp/prefctl-bench   # reuse a venv between runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGETS_MS = {"prefctl --version": 150.0, "prefctl token get": 250.0}
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJiZW5jaCJ9.c2lnbmF0dXJl"
+
+PRIME = """
+import sys
+from pathlib import Path
+from prefctl.auth.cache import CachedToken, TokenCache
+from prefctl.clock import SystemClock
+from prefctl.config import ConfigFile, save_config
+
+config_path, token = Path(sys.argv[1]), sys.argv[2]
+profile = {
+    "auth_url": "http://127.0.0.1:9",
+    "service_client_id": "BENCH",
+    "user_id": "admin",
+    "client_id": "b" * 48,
+}
+save_config(ConfigFile(path=config_path, default="bench", profiles={"bench": profile}))
+clock = SystemClock()
+TokenCache.default(clock).store(
+    CachedToken.from_response(profile["auth_url"], profile["client_id"], "BENCH/admin", token,
+                              "Bearer", 24 * 3600, clock.now())
+)
+"""
+
+
+def _make_venv(folder: Path) -> Path:
+    python = folder / "bin" / "python"
+    if python.exists() and (folder / "bin" / "prefctl").exists():
+        print(f"reusing the venv {folder}; reinstalling prefctl from {REPO}", file=sys.stderr)
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--force-reinstall",
+                str(REPO),
+            ],
+            check=True,
+        )
+        return folder
+    print(f"creating a venv in {folder} and installing {REPO} (not editable)…", file=sys.stderr)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
+        check=True,
+    )
+    print(f"installed in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return folder
+
+
+def _time(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    elapsed = (time.perf_counter() - started) * 1000
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {result.returncode}")
+    return elapsed
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="timed runs per command (default 40)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    parser.add_argument("--venv", type=Path, help="venv folder to create or reuse (default: temp)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="prefctl-startup-") as tmp:
+        home = Path(tmp)
+        venv = _make_venv(args.venv or home / "venv")
+        bindir = venv / "bin"
+        env = {
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HOME": os.environ.get("HOME", str(home)),
+            "PREFCTL_CONFIG": str(home / "config" / "profiles.toml"),
+            "PREFCTL_CACHE_DIR": str(home / "cache"),
+            "PREFCTL_DATA_DIR": str(home / "data"),
+            "NO_COLOR": "1",
+        }
+        subprocess.run(
+            [str(bindir / "python"), "-c", PRIME, env["PREFCTL_CONFIG"], TOKEN], env=env, check=True
+        )
+        served = subprocess.run(
+            [str(bindir / "prefctl"), "token", "get"], env=env, capture_output=True, text=True
+        )
+        if served.stdout != TOKEN + "\n":
+            raise SystemExit(f"prefctl token get did not print the cached token: {served.stderr}")
+
+        commands: dict[str, list[str]] = {
+            "python -c pass": [str(bindir / "python"), "-c", "pass"],
+            "prefctl --version": [str(bindir / "prefctl"), "--version"],
+            "prefctl token get": [str(bindir / "prefctl"), "token", "get"],
+            "prefctl token get --json": [str(bindir / "prefctl"), "token", "get", "--json"],
+        }
+        aws = shutil.which("aws")
+        if aws:
+            commands["aws --version"] = [aws, "--version"]
+            env["PATH"] += os.pathsep + str(Path(aws).parent)
+
+        for argv in commands.values():
+            for _ in range(args.warmup):
+                _time(argv, env)
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, argv in commands.items():
+                samples[name].append(_time(argv, env))
+
+    rows = []
+    for name, values in samples.items():
+        target = TARGETS_MS.get(name)
+        median = statistics.median(values)
+        rows.append(
+            {
+                "command": name,
+                "median_ms": round(median, 1),
+                "p90_ms": round(_percentile(values, 0.9), 1),
+                "min_ms": round(min(values), 1),
+                "target_ms": target,
+                "met": None if target is None else median <= target,
+                "runs": len(values),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'command':<26} {'median':>8} {'p90':>8} {'min':>8}  target")
+    for row in rows:
+        target = row["target_ms"]
+        verdict = "" if target is None else f"<= {target:.0f} ms {'ok' if row['met'] else 'MISSED'}"
+        print(
+            f"{row['command']:<26} {row['median_ms']:>6.1f}ms {row['p90_ms']:>6.1f}ms "
+            f"{row['min_ms']:>6.1f}ms  {verdict}"
+        )
+    by_name = {row["command"]: row for row in rows}
+    if "aws --version" in by_name:
+        aws_median = by_name["aws --version"]["median_ms"]
+        token_median = by_name["prefctl token get"]["median_ms"]
+        print(f"cached token get is {aws_median / token_median:.1f}x faster than aws --version")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"({args.runs} runs each, interleaved; {os.cpu_count()} CPUs, load average {load}; "
+        f"Python {sys.version.split()[0]})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The OAuth 2.0 client credentials request: ``POST {auth_url}/oauth2/v1/token``.
+
+Every way the request can go wrong becomes one ``PrefctlError`` that says what happened:
+
+    cannot connect, DNS, timeout, TLS    UnreachableError   exit 5  names the URL
+    invalid_client, unauthorized_client,
+    invalid_scope, invalid_grant,
+    access_denied                        AuthError          exit 3  shows error and description
+    any other RFC 6749 error             PrefctlError       exit 1  shows error and description
+    an answer that is not JSON, or JSON
+    that is not a token response         PrefctlError       exit 1  shows the HTTP status
+    an auth_url that is not a URL        ConfigError        exit 2
+
+TLS verification is always on; the profile's ``ca_bundle`` is trusted in addition to the usual
+roots (see ``prefctl.auth.tls``). The transport is a seam: tests pass a real server's URL, or an
+``httpx`` transport.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from prefctl.auth.cache import CachedToken
+from prefctl.auth.credentials import ClientCredentials
+from prefctl.auth.tls import ssl_context
+from prefctl.errors import AuthError, ConfigError, PrefctlError, UnreachableError
+from prefctl.logs import redact, register_secret
+
+if TYPE_CHECKING:
+    from prefctl.clock import Clock
+
+__all__ = ["AUTH_ERRORS", "TOKEN_PATH", "TokenClient"]
+
+TOKEN_PATH = "/oauth2/v1/token"
+# RFC 6749 error codes that mean "these credentials may not have this token": exit 3.
+AUTH_ERRORS = frozenset(
+    {"invalid_client", "unauthorized_client", "invalid_scope", "invalid_grant", "access_denied"}
+)
+_HINTS = {
+    "invalid_client": "check client_id, auth_method and the client secret or certificate",
+    "unauthorized_client": "this client may not use the client_credentials grant",
+    "invalid_scope": "the scope is <service_client_id>/<user_id>; check both in the profile",
+}
+
+log = logging.getLogger(__name__)
+
+
+class TokenClient:
+    """Requests access tokens for one client at one token service.
+
+    >>> client = TokenClient("http://127.0.0.1:8750", SecretBasic(client_id, secret), clock=clock)
+    >>> client.request("DEMO_CORP/admin").access_token
+    'eyJ…'
+    """
+
+    def __init__(
+        self,
+        auth_url: str,
+        credentials: ClientCredentials,
+        *,
+        clock: Clock,
+        ca_bundle: Path | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.auth_url = auth_url.rstrip("/")
+        self.token_url = self.auth_url + TOKEN_PATH
+        self.credentials = credentials
+        self.clock = clock
+        self._ca_bundle = ca_bundle
+        self._transport = transport
+        self._timeout = timeout
+
+    def request(self, scope: str) -> CachedToken:
+        """A new access token for ``scope``; raises a PrefctlError subclass on any failure."""
+        now = self.clock.now()
+        parts = self.credentials.token_request(self.token_url, now)
+        form = {"grant_type": "client_credentials", "scope": scope, **parts.form}
+        headers = {"Accept": "application/json", **parts.headers}
+        log.debug(
+            "requesting a token: POST %s (%s, scope %s)",
+            self.token_url,
+            self.credentials.method,
+            scope,
+        )
+        response = self._post(form, headers)
+        token = self._parse(response, scope)
+        register_secret(token.access_token)
+        log.info("got a token for scope %s, valid %d s", token.scope, token.expires_in(now))
+        return token
+
+    def _post(self, form: dict[str, str], headers: dict[str, str]) -> httpx.Response:
+        verify = ssl_context(self._ca_bundle) if self.token_url.startswith("https:") else True
+        try:
+            with httpx.Client(
+                transport=self._transport, verify=verify, timeout=self._timeout
+            ) as client:
+                return client.post(self.token_url, data=form, headers=headers)
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise ConfigError(
+                f"auth_url {self.auth_url!r} is not an http(s) URL: {exc}",
+                hint="set auth_url to the token service's base URL, e.g. http://127.0.0.1:8750",
+            ) from None
+        except httpx.TimeoutException:
+            raise UnreachableError(
+                f"the token endpoint {self.token_url} did not answer within {self._timeout:g} s",
+                hint=self._unreachable_hint(),
+            ) from None
+        except httpx.TransportError as exc:
+            raise UnreachableError(
+                f"cannot reach the token endpoint {self.token_url}: {_reason(exc)}",
+                hint=self._unreachable_hint(exc),
+            ) from None
+
+    def _unreachable_hint(self, exc: Exception | None = None) -> str:
+        if exc is not None and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            return "set ca_bundle in the profile to the CA that signed the server's certificate"
+        if "127.0.0.1" in self.auth_url or "localhost" in self.auth_url:
+            return "is the emulator running? start it with 'prefctl emulator start'"
+        return "check auth_url in the profile and your network"
+
+    def _parse(self, response: httpx.Response, scope: str) -> CachedToken:
+        from pydantic import ValidationError
+
+        from prefctl.models.token import TokenError, TokenResponse
+
+        status = response.status_code
+        body = _json_body(response)
+        if body is None:
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            raise PrefctlError(
+                f"the token endpoint {self.token_url} answered HTTP {status} with {kind}, not JSON",
+                hint="check that auth_url points at the token service",
+            )
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            error = TokenError.model_validate(body)
+            self._raise_token_error(status, error.error, error.error_description)
+        if status != 200:
+            raise PrefctlError(
+                f"the token endpoint {self.token_url} answered HTTP {status} "
+                "without an OAuth error",
+            )
+        try:
+            parsed = TokenResponse.model_validate(body)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"]) or "body"
+            raise PrefctlError(
+                f"the token endpoint {self.token_url} answered with an invalid token response "
+                f"({where}: {problem['msg']})",
+            ) from None
+        if parsed.token_type.lower() != "bearer":
+            raise PrefctlError(
+                f"the token endpoint issued a '{parsed.token_type}' token; prefctl needs Bearer"
+            )
+        register_secret(parsed.access_token)
+        if parsed.scope and parsed.scope != scope:
+            log.debug("the token endpoint granted scope %s for %s", parsed.scope, scope)
+        # Cached under the scope asked for, so the next request for it finds this token.
+        return CachedToken.from_response(
+            self.auth_url,
+            self.credentials.client_id,
+            scope,
+            parsed.access_token,
+            "Bearer",
+            parsed.expires_in,
+            self.clock.now(),
+        )
+
+    def _raise_token_error(self, status: int, error: str, description: str | None) -> None:
+        # The description comes from the server: never let it carry a secret to the terminal.
+        text = redact(f"{error}: {description}" if description else error)
+        message = f"the token endpoint refused the request (HTTP {status}): {text}"
+        if error in AUTH_ERRORS:
+            raise AuthError(message, hint=_HINTS.get(error))
+        raise PrefctlError(message)
+
+
+def _json_body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "the server's TLS certificate is not trusted"
+    if "Connection refused" in text or "Errno 111" in text:
+        return "connection refused"
+    return redact(text.splitlines()[0])

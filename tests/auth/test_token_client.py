@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prefctl import certs
+from prefctl.auth.credentials import SecretBasic, SecretPost
+from prefctl.auth.token_client import TokenClient
+from prefctl.clock import FakeClock, SystemClock
+from prefctl.errors import (
+    EXIT_AUTH,
+    EXIT_FAILED,
+    EXIT_UNREACHABLE,
+    AuthError,
+    ConfigError,
+    PrefctlError,
+    UnreachableError,
+)
+from tests.auth.helpers import CLIENT_ID, CLIENT_SECRET, SCOPE
+from tests.auth.stub_server import StubTokenService, running_stub
+from tests.helpers import free_port
+
+
+@pytest.fixture(scope="module")
+def stub_module() -> Iterator[StubTokenService]:
+    with running_stub() as service:
+        yield service
+
+
+@pytest.fixture
+def stub(stub_module: StubTokenService) -> StubTokenService:
+    stub_module.reset()
+    return stub_module
+
+
+def _client(url: str, **kwargs: object) -> TokenClient:
+    return TokenClient(url, SecretBasic(CLIENT_ID, CLIENT_SECRET), clock=SystemClock(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_token_client_posts_client_credentials_with_basic_auth(stub: StubTokenService) -> None:
+    clock = FakeClock()
+    client = TokenClient(stub.url, SecretBasic(CLIENT_ID, CLIENT_SECRET), clock=clock)
+    token = client.request(SCOPE)
+    (request,) = stub.token_requests
+    assert request.form == {"grant_type": "client_credentials", "scope": SCOPE}
+    basic = base64.b64decode(request.headers["Authorization"].split()[1]).decode()
+    assert basic == f"{CLIENT_ID}:{CLIENT_SECRET}"
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert token.access_token == stub.issued[0]
+    assert token.expires_at == clock.now().timestamp() + 3600
+    assert (token.scope, token.client_id, token.auth_url) == (SCOPE, CLIENT_ID, stub.url)
+
+
+def test_token_client_post_method_sends_the_secret_in_the_body(stub: StubTokenService) -> None:
+    TokenClient(stub.url, SecretPost(CLIENT_ID, CLIENT_SECRET), clock=SystemClock()).request(SCOPE)
+    (request,) = stub.token_requests
+    assert "Authorization" not in request.headers
+    assert request.form["client_secret"] == CLIENT_SECRET
+
+
+def test_token_client_non_json_answer_names_the_status(stub: StubTokenService) -> None:
+    stub.answer(502, b"<html>Bad gateway</html>", "text/html")
+    with pytest.raises(PrefctlError) as err:
+        _client(stub.url).request(SCOPE)
+    assert err.value.exit_code == EXIT_FAILED
+    assert "answered HTTP 502 with text/html, not JSON" in err.value.message
+
+
+def test_token_client_rfc6749_invalid_client_is_an_auth_error(stub: StubTokenService) -> None:
+    stub.answer(
+        401, {"error": "invalid_client", "error_description": "client authentication failed"}
+    )
+    with pytest.raises(AuthError) as err:
+        _client(stub.url).request(SCOPE)
+    assert err.value.exit_code == EXIT_AUTH
+    assert "invalid_client: client authentication failed" in err.value.message
+    assert err.value.hint
+
+
+def test_token_client_other_rfc6749_errors_exit_1(stub: StubTokenService) -> None:
+    stub.answer(400, {"error": "unsupported_grant_type"})
+    with pytest.raises(PrefctlError) as err:
+        _client(stub.url).request(SCOPE)
+    assert type(err.value) is PrefctlError
+    assert "(HTTP 400): unsupported_grant_type" in err.value.message
+
+
+def test_token_client_json_that_is_no_token_response_is_reported(stub: StubTokenService) -> None:
+    stub.answer(200, {"token_type": "Bearer", "expires_in": 60})
+    with pytest.raises(PrefctlError, match="invalid token response \\(access_token"):
+        _client(stub.url).request(SCOPE)
+    stub.answer(200, {"access_token": "x", "token_type": "MAC", "expires_in": 60})
+    with pytest.raises(PrefctlError, match="'MAC' token"):
+        _client(stub.url).request(SCOPE)
+
+
+def test_token_client_unreachable_names_the_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(UnreachableError) as err:
+        _client(url).request(SCOPE)
+    assert err.value.exit_code == EXIT_UNREACHABLE
+    assert f"{url}/oauth2/v1/token" in err.value.message
+    assert "emulator" in (err.value.hint or "")
+
+
+def test_token_client_url_without_scheme_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not an http"):
+        _client("127.0.0.1:8750").request(SCOPE)
+
+
+@pytest.fixture(scope="module")
+def tls_stub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StubTokenService, Path]]:
+    pki = tmp_path_factory.mktemp("tls")
+    ca = certs.init_ca(pki)
+    server = certs.issue_server(pki, "127.0.0.1")
+    with running_stub(tls=(server.certificate, server.private_key)) as service:
+        yield service, ca.certificate
+
+
+def test_token_client_tls_is_verified_and_ca_bundle_is_trusted(
+    tls_stub: tuple[StubTokenService, Path],
+) -> None:
+    stub, ca = tls_stub
+    with pytest.raises(UnreachableError) as err:
+        _client(stub.url).request(SCOPE)
+    assert "not trusted" in err.value.message
+    assert "ca_bundle" in (err.value.hint or "")
+    token = _client(stub.url, ca_bundle=ca).request(SCOPE)
+    assert token.access_token in stub.issued
+
+
+def test_token_client_unusable_ca_bundle_is_a_config_error(
+    tls_stub: tuple[StubTokenService, Path], tmp_path: Path
+) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("nope")
+    with pytest.raises(ConfigError, match="holds no usable PEM"):
+        _client(tls_stub[0].url, ca_bundle=bad).request(SCOPE)
