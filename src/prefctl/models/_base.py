@@ -23,7 +23,8 @@ Read-only fields (``ProfileId``, ``Edited``, a subscription's ``Id``) stay accep
 bodies so that GET → edit → PUT round-trips; the emulator ignores them.
 
 ``dump_wire(model)`` is the one way to turn a model into a wire dict: PascalCase keys, JSON-ready
-values (datetimes as RFC 3339 strings), unset optional fields (None) left out.
+values, unset optional fields (None) left out. ``Timestamp`` fields travel as RFC 3339 UTC with
+milliseconds (``2026-11-21T19:20:30.123Z``), the service's time format.
 """
 
 from __future__ import annotations
@@ -32,19 +33,28 @@ import functools
 import operator
 import types
 import typing
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, PlainSerializer
 from pydantic.alias_generators import to_pascal
 
-__all__ = ["StrictWireModel", "WireModel", "dump_wire", "strict_model"]
+__all__ = [
+    "StrictWireModel",
+    "Timestamp",
+    "WireModel",
+    "dump_wire",
+    "format_timestamp",
+    "strict_model",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class WireModel(BaseModel):
-    """A tolerant wire model: PascalCase aliases, Python names accepted too, unknown keys ignored."""
+    """A tolerant wire model: PascalCase aliases, Python names accepted, unknown keys ignored."""
 
+    # validate_by_name / serialize_by_alias need pydantic >= 2.11 (populate_by_name's successor).
     model_config = ConfigDict(
         alias_generator=to_pascal,
         validate_by_alias=True,
@@ -58,6 +68,16 @@ class StrictWireModel(WireModel):
     """A request-body model: wire names only, unknown keys rejected (the emulator answers 400)."""
 
     model_config = ConfigDict(validate_by_name=False, extra="forbid")
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with milliseconds and a ``Z``: ``2026-11-21T19:20:30.123Z``."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+# An aware datetime that travels as RFC 3339 UTC with milliseconds (the service's time format).
+Timestamp = Annotated[AwareDatetime, PlainSerializer(format_timestamp, when_used="json")]
 
 
 def dump_wire(model: BaseModel, *, exclude_none: bool = True) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Which subscriptions an event goes to: a subscription's selections against one event.
+
+A subscription's ``Subscriptions`` list selects an event when one selection has the event's
+``EventType`` (and, when given, its ``Entity``) and, for the five filtered entities, its filter
+list (``Filters``, ``ConsentTypes``, ``ContactTypes``, ``Groups``, ``CustomFields``) holds the
+entity's wildcard (``AllFilters``…) or one of the event's filter values. A filtered selection
+without its key selects everything, as ``models/subscription.py`` would fill it with the wildcard.
+Whether the subscription is Active and Succeeded is the caller's business.
+
+>>> from prefctl.emulator.changes import events_for_change
+>>> [event] = events_for_change("create", None, {"ProfileId": 7})
+>>> matches([{"Entity": "Profile", "EventType": "profile.created"}], event)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from prefctl.webhooks import catalog
+
+__all__ = ["MatchableEvent", "matches", "selection_matches"]
+
+
+class MatchableEvent(Protocol):
+    """What matching needs of an event (``changes.ChangeEvent`` has it)."""
+
+    @property
+    def event_type(self) -> str: ...
+
+    @property
+    def filter_values(self) -> tuple[str, ...]: ...
+
+
+def selection_matches(selection: Mapping[str, Any], event: MatchableEvent) -> bool:
+    """Whether one wire-shaped selection ``{Entity, EventType, <filter key>: [...]}`` selects
+    ``event``."""
+    if selection.get("EventType") != event.event_type:
+        return False
+    entity = catalog.entity_of(event.event_type)
+    if selection.get("Entity", entity) != entity:
+        return False
+    key = catalog.filter_key(entity)
+    if key is None:
+        return True
+    wanted = selection.get(key.name)
+    if wanted is None or key.wildcard in wanted:
+        return True
+    return not set(wanted).isdisjoint(event.filter_values)
+
+
+def matches(selections: Iterable[Mapping[str, Any]], event: MatchableEvent) -> bool:
+    """Whether any selection of a subscription's ``Subscriptions`` list selects ``event``."""
+    return any(selection_matches(selection, event) for selection in selections)

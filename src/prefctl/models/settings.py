@@ -1,0 +1,135 @@
+"""Account-level webhook and alert settings (DESIGN §9.1, spec "Limits").
+
+``SETTING_RANGES`` is the single source of the limits: the pydantic fields are built from it, the
+CLI checks values with ``SettingRange.check`` before sending, and the docs list it.
+
+>>> SETTING_RANGES["Duration"].check(0)
+'Duration must be at least 1 (seconds)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_pascal, to_snake
+
+from prefctl.models._base import WireModel, strict_model
+
+__all__ = ["SETTING_RANGES", "SettingRange", "StrictWebhookSettings", "WebhookSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class SettingRange:
+    """Limits of one setting. ``maximum`` None means unbounded; ``at_least`` names a setting
+    this one may not be below."""
+
+    name: str
+    minimum: int
+    maximum: int | None
+    default: int
+    unit: str
+    description: str
+    at_least: str | None = None
+
+    def check(self, value: int, others: Mapping[str, int] | None = None) -> str | None:
+        """A message when ``value`` is out of range (given the settings it needs), else None."""
+        if value < self.minimum:
+            return f"{self.name} must be at least {self.minimum} ({self.unit})"
+        if self.maximum is not None and value > self.maximum:
+            return f"{self.name} must be at most {self.maximum} ({self.unit})"
+        if self.at_least is not None and others is not None and self.at_least in others:
+            floor = others[self.at_least]
+            if value < floor:
+                return f"{self.name} must be at least {self.at_least} ({floor})"
+        return None
+
+
+SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
+    {
+        r.name: r
+        for r in (
+            SettingRange(
+                "MaxConcurrentRequests", 50, 5000, 500, "events", "events attempted per cycle"
+            ),
+            SettingRange("Duration", 1, 300, 1, "seconds", "wait between delivery cycles"),
+            SettingRange(
+                "MaxDeliveryAttempts", 1, 30, 30, "attempts", "attempts before dead-lettering"
+            ),
+            SettingRange(
+                "EventTimeToLiveMinutes", 1, 240, 240, "minutes", "age at which events dead-letter"
+            ),
+            SettingRange(
+                "AlertFrequencyMin", 1, None, 5, "minutes", "window and first gap between alerts"
+            ),
+            SettingRange(
+                "AlertFrequencyMax",
+                1,
+                None,
+                30,
+                "minutes",
+                "longest gap between alerts; quiet time that closes an incident",
+                at_least="AlertFrequencyMin",
+            ),
+            SettingRange(
+                "AlertThresholdMin", 1, 100, 1, "dead letters", "failures in the window to alert"
+            ),
+            SettingRange(
+                "AlertThresholdMax",
+                6,
+                1000,
+                15,
+                "dead letters",
+                "failures after which alerting pauses",
+                at_least="AlertThresholdMin",
+            ),
+        )
+    }
+)
+
+
+def _field(name: str) -> Any:
+    limits = SETTING_RANGES[name]
+    # strict: a JSON true or "5" is not a count; the service expects integers.
+    return Field(
+        default=limits.default,
+        ge=limits.minimum,
+        le=limits.maximum,
+        strict=True,
+        description=limits.description,
+    )
+
+
+class WebhookSettings(WireModel):
+    """The account's delivery and alert settings (``GET/PUT /settings/webhooks``).
+
+    Every field has its default, so a PUT that leaves a setting out resets it to the default.
+    """
+
+    max_concurrent_requests: int = _field("MaxConcurrentRequests")
+    duration: int = _field("Duration")
+    max_delivery_attempts: int = _field("MaxDeliveryAttempts")
+    event_time_to_live_minutes: int = _field("EventTimeToLiveMinutes")
+    alert_frequency_min: int = _field("AlertFrequencyMin")
+    alert_frequency_max: int = _field("AlertFrequencyMax")
+    alert_threshold_min: int = _field("AlertThresholdMin")
+    alert_threshold_max: int = _field("AlertThresholdMax")
+
+    # Each Max is declared after its Min, so the Min is in info.data (unless it was invalid).
+    @field_validator("alert_frequency_max", "alert_threshold_max")
+    @classmethod
+    def _not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        floor_name = SETTING_RANGES[to_pascal(info.field_name or "")].at_least or ""
+        floor = info.data.get(to_snake(floor_name))
+        if floor is not None and value < floor:
+            raise ValueError(f"must be at least {floor_name} ({floor})")
+        return value
+
+
+if TYPE_CHECKING:
+    StrictWebhookSettings = WebhookSettings
+else:
+    StrictWebhookSettings = strict_model(WebhookSettings)
