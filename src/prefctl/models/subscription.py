@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from prefctl.models._base import WireModel, strict_model
+from prefctl.models._base import Timestamp, WireModel, strict_model
 from prefctl.models.profile import Edited, EmailAddress
 from prefctl.webhooks import catalog
 
@@ -139,9 +139,15 @@ class SubscriptionInput(WireModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
+        if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+            raise ValueError("must not contain spaces or control characters")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an absolute http:// or https:// URL with a host")
+        try:
+            parts.port  # noqa: B018 - raises for a port outside 0-65535
+        except ValueError:
+            raise ValueError("has an invalid port") from None
         return url
 
     @field_validator("subscriptions")
@@ -163,6 +169,10 @@ class Subscription(SubscriptionInput):
 
     id: int
     provisioning_state: ProvisioningState = "Creating"
+    # Read-only, set by the emulator: the last handshake failure, and while
+    # AwaitingManualAction, when the validation URL stops working.
+    provisioning_error: str | None = None
+    validation_expires_at: Timestamp | None = None
     edited: Edited | None = None
 
     @property
