@@ -25,11 +25,17 @@ from prefctl.errors import EXIT_FAILED, EXIT_USAGE, PrefctlError
 COMMANDS: dict[str, str] = {
     "config": "prefctl.cli.config",
     "token": "prefctl.cli.token",
+    "profiles": "prefctl.cli.profiles",
+    "programs": "prefctl.cli.programs",
+    "subscriptions": "prefctl.cli.subscriptions",
+    "settings": "prefctl.cli.settings",
     "emulator": "prefctl.cli.emulator",
     "certs": "prefctl.cli.certs",
     "events": "prefctl.cli.events",
     "receive": "prefctl.cli.receive",
     "endpoint": "prefctl.cli.endpoint",
+    "alerts": "prefctl.cli.alerts",
+    "policy": "prefctl.cli.policy",
 }
 
 # Global options that take a value, so the command word can be found without parsing.

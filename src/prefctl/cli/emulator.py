@@ -10,7 +10,8 @@ import typer
 from prefctl.cli._context import State, get_state
 from prefctl.cli.app import new_group
 from prefctl.config import ENV_DATA_DIR
-from prefctl.errors import PrefctlError
+from prefctl.dispatcher import mail
+from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.store.accounts import OAuthClient, User
@@ -40,6 +41,9 @@ def register(root: typer.Typer) -> None:
     users.command("list")(users_list)
     group.add_typer(users)
     group.command("revoke")(revoke)
+    from prefctl.cli.emulator_alerts import alerts_group  # it imports this module
+
+    group.add_typer(alerts_group())
     group.command("reset")(reset)
     root.add_typer(group)
 
@@ -67,10 +71,56 @@ def start(
         bool,
         typer.Option("--detach", help="Run in the background; its log goes to the data dir."),
     ] = False,
+    smtp_host: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp-host",
+            envvar=mail.ENV_SMTP_HOST,
+            metavar="HOST",
+            help="Send failure alerts through this SMTP server (default: into alerts.mbox "
+            "in the data dir).",
+            show_default=False,
+        ),
+    ] = None,
+    smtp_port: Annotated[
+        int,
+        typer.Option(
+            "--smtp-port", envvar=mail.ENV_SMTP_PORT, metavar="PORT", help="Port of --smtp-host."
+        ),
+    ] = mail.DEFAULT_SMTP_PORT,
+    smtp_starttls: Annotated[
+        bool,
+        typer.Option(
+            "--smtp-starttls",
+            envvar=mail.ENV_SMTP_STARTTLS,
+            help="Upgrade the SMTP connection with STARTTLS (the server certificate is verified).",
+        ),
+    ] = False,
+    smtp_user: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp-user",
+            envvar=mail.ENV_SMTP_USER,
+            metavar="USER",
+            help=f"Log in to the SMTP server as this user; the password is read from "
+            f"{mail.ENV_SMTP_PASSWORD} only.",
+            show_default=False,
+        ),
+    ] = None,
+    smtp_from: Annotated[
+        str,
+        typer.Option(
+            "--smtp-from",
+            envvar=mail.ENV_SMTP_FROM,
+            metavar="ADDRESS",
+            help="From address of the alerts sent by SMTP.",
+        ),
+    ] = mail.DEFAULT_SENDER,
 ) -> None:
     """Serve the token endpoint, JWKS and REST API on a SQLite store, and write profile 'local'.
 
     Prints one ready line on stdout; runs until Ctrl-C or SIGTERM (or detaches with --detach).
+    Failure alerts go to alerts.mbox in the data dir, or by SMTP with --smtp-host.
     """
     from prefctl import logs
     from prefctl.config import config_path
@@ -78,6 +128,7 @@ def start(
 
     state = get_state()
     logs.configure(state.verbosity)
+    smtp = _smtp_settings(smtp_host, smtp_port, smtp_starttls, smtp_user, smtp_from)
     config = EmulatorConfig(
         host=host,
         port=port,
@@ -86,6 +137,7 @@ def start(
         tls_key=tls_key,
         time_scale=time_scale,
         config_path=config_path(state.config_flag),
+        smtp=smtp,
     )
     if detach:
         from prefctl.emulator.daemon import start_detached
@@ -108,6 +160,18 @@ def start(
         state.out.info("press Ctrl-C to stop")
 
     serve(config, on_ready=ready)
+
+
+def _smtp_settings(
+    host: str | None, port: int, starttls: bool, user: str | None, sender: str
+) -> mail.SmtpSettings | None:
+    if host is None:
+        if port != mail.DEFAULT_SMTP_PORT or starttls or user or sender != mail.DEFAULT_SENDER:
+            raise UsageError(
+                "--smtp-port, --smtp-starttls, --smtp-user and --smtp-from need --smtp-host"
+            )
+        return None
+    return mail.SmtpSettings(host, port, starttls=starttls, user=user or None, sender=sender)
 
 
 def _print_ready(state: State, record: dict[str, Any]) -> None:

@@ -1,6 +1,9 @@
-"""``prefctl events``: the event catalog and the offline ``Service-Webhook`` signature tools.
+"""``prefctl events``: the event catalog and history, triggered changes, and the offline
+``Service-Webhook`` signature tools.
 
     prefctl events types [--entity E]
+    prefctl events list [--profile-id] [--subscription] [--type] [--since] [--until]   (REST)
+    prefctl events trigger TYPE [--profile-id ID]        → the EventIds of a real change (REST)
     prefctl events sign [--timestamp T]                  → Timestamp=…,Signature=…
     prefctl events verify --header H [--explain]         → exit 0 valid, 1 invalid
 
@@ -24,6 +27,7 @@ from prefctl.cli._signing import (
     signing_credentials,
 )
 from prefctl.cli.app import new_group
+from prefctl.cli.events_rest import list_events, trigger_event
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
@@ -44,9 +48,13 @@ _HINTS = {
 
 def register(root: typer.Typer) -> None:
     group = new_group(
-        "events", "The event catalog, and tools to sign and verify Service-Webhook headers."
+        "events",
+        "The event catalog and history, real changes that trigger events, and tools to sign "
+        "and verify Service-Webhook headers.",
     )
     group.command("types")(event_types)
+    group.command("list")(list_events)
+    group.command("trigger")(trigger_event)
     group.command("sign")(sign_event_header)
     group.command("verify")(verify_event_header)
     root.add_typer(group)

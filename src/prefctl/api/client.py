@@ -1,0 +1,258 @@
+"""``ApiClient``: one ``httpx.Client`` per invocation, on ``{api_url}/{service_client_id}``.
+
+It carries the profile's bearer token (``prefctl.auth.httpx_auth.BearerAuth``: cached token, one
+renewal on 401), verifies TLS (plus the profile's ``ca_bundle``), sends ``User-Agent:
+prefctl/<version>``, and turns every failure into one ``PrefctlError`` that reads on one line: an error status
+as ``problems.error_for_response`` words it (exit 1, 3 or 4), a connection error or a timeout
+as an ``UnreachableError`` naming the URL (exit 5). Tokens never reach a log line or a message: requests are logged as method, path and status.
+
+    >>> with ApiClient.for_profile(profile, clock=SystemClock()) as client:
+    ...     client.get("/profiles/1001")
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+
+from prefctl import __version__
+from prefctl.api.problems import error_for_response
+from prefctl.auth.token_client import _reason
+from prefctl.errors import ConfigError, PrefctlError, UnreachableError
+
+if TYPE_CHECKING:
+    from prefctl.clock import Clock
+    from prefctl.config import Profile
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "USER_AGENT",
+    "ApiClient",
+    "Page",
+    "Resource",
+    "all_items",
+    "as_page",
+    "as_resource",
+]
+
+# An API resource exactly as the service returns it (PascalCase keys).
+Resource = dict[str, Any]
+
+USER_AGENT = f"prefctl/{__version__}"
+DEFAULT_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+log = logging.getLogger(__name__)
+
+
+class ApiClient:
+    """The REST API of one account, with errors mapped to prefctl's error tree.
+
+    ``transport`` is the seam for tests that need one; prefctl's own tests use a real emulator.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        service_client_id: str,
+        *,
+        auth: httpx.Auth | None = None,
+        ca_bundle: Path | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.service_client_id = service_client_id
+        self.base_url = f"{self.api_url}/{quote(service_client_id, safe='')}"
+        self.timeout = timeout
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"api_url {api_url!r} is not an http(s) URL",
+                hint="set api_url to the REST base, e.g. http://127.0.0.1:8750/api/v1",
+            )
+        verify: Any = True
+        if self.base_url.startswith("https://"):
+            from prefctl.auth.tls import ssl_context
+
+            verify = ssl_context(ca_bundle)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            auth=auth,
+            verify=verify,
+            transport=transport,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+            headers={"User-Agent": USER_AGENT, "Accept": JSON},
+            follow_redirects=False,
+        )
+
+    @classmethod
+    def for_profile(
+        cls,
+        profile: Profile,
+        *,
+        clock: Clock,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> ApiClient:
+        """A client for ``profile``'s account, authenticated with its credentials."""
+        from prefctl.auth.httpx_auth import BearerAuth
+        from prefctl.auth.provider import TokenProvider
+
+        profile.require("api_url", "service_client_id")
+        provider = TokenProvider.for_profile(profile, clock=clock, transport=transport)
+        return cls(
+            profile.api_url,
+            profile.service_client_id,
+            auth=BearerAuth(provider),
+            ca_bundle=profile.path(profile.ca_bundle) if profile.ca_bundle else None,
+            transport=transport,
+            timeout=timeout,
+        )
+
+    # -- requests -------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> httpx.Response:
+        """Send one request (``body`` as JSON of ``content_type``); the response if it is 2xx."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        headers: dict[str, str] = {}
+        content: bytes | None = None
+        if body is not None:
+            import orjson
+
+            content = orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        try:
+            response = self._http.request(
+                method, path, params=query, content=content, headers=headers
+            )
+        except httpx.TimeoutException:
+            raise UnreachableError(
+                f"the REST API at {self.base_url} did not answer {method} {path} within "
+                f"{self.timeout:g} s",
+                hint=self._unreachable_hint(),
+            ) from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise ConfigError(f"cannot use api_url {self.api_url!r}: {exc}") from None
+        except httpx.TransportError as exc:
+            raise UnreachableError(
+                f"cannot reach the REST API at {self.base_url}: {_reason(exc)}",
+                hint=self._unreachable_hint(exc),
+            ) from None
+        log.debug("%s %s → %d", method, response.request.url.path, response.status_code)
+        if not response.is_success:
+            raise error_for_response(response, method, path)
+        return response
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Any:
+        """``request`` and return the decoded JSON body (None for an empty one, e.g. 204)."""
+        response = self.request(method, path, params=params, body=body, content_type=content_type)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            raise PrefctlError(
+                f"the REST API answered {method} {path} with {kind}, not JSON "
+                f"(HTTP {response.status_code})",
+                hint="check that api_url points at the REST API",
+            ) from None
+
+    def resource(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Resource:
+        """``call`` for operations that answer one resource (a JSON object)."""
+        answer = self.call(method, path, params=params, body=body, content_type=content_type)
+        return as_resource(answer, f"{method} {path}")
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return self.call("GET", path, params=params)
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _unreachable_hint(self, exc: Exception | None = None) -> str:
+        if exc is not None and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            return "set ca_bundle in the profile to the CA that signed the server's certificate"
+        if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
+            return "is the emulator running? start it with 'prefctl emulator start'"
+        return "check api_url in the profile and your network"
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: its items and the cursor of the next page (None at the end)."""
+
+    items: list[Resource]
+    next_cursor: str | None
+
+
+def all_items(fetch: Callable[[str | None], Page]) -> Iterator[Resource]:
+    """Every item of a paged listing: ``fetch(cursor)`` returns one page (None: the first)."""
+    cursor: str | None = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+def as_resource(body: Any, what: str) -> Resource:
+    """``body`` when it is a JSON object; PrefctlError naming the request otherwise."""
+    if not isinstance(body, dict):
+        raise PrefctlError(f"the REST API answered {what} without a JSON object")
+    return body
+
+
+def as_page(body: Any, key: str, what: str) -> Page:
+    """A ``{<key>: [...], "NextCursor": …}`` body as a Page; PrefctlError when it is not one."""
+    if not isinstance(body, dict) or not isinstance(body.get(key), list):
+        raise PrefctlError(f"the REST API answered {what} without a {key} list")
+    cursor = body.get("NextCursor")
+    return Page(list(body[key]), cursor if isinstance(cursor, str) and cursor else None)

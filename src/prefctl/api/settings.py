@@ -1,0 +1,116 @@
+"""Account webhook and alert settings over the REST API (DESIGN §9.1): ``/settings/webhooks``.
+
+PUT replaces the whole record (a setting left out goes back to its default), so ``update`` reads
+the current settings, applies the changes and checks every value against ``SETTING_RANGES``
+*before* sending: a bad value never reaches the service, and the error names the setting and its
+range. ``parse_changes`` reads ``KEY=VALUE`` pairs; keys are the wire names in any case, or
+their kebab-case form (``max-concurrent-requests``).
+
+    >>> SettingsApi(client).update(parse_changes(["Duration=5", "max-delivery-attempts=10"]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prefctl.api.client import ApiClient, Resource
+from prefctl.errors import UsageError
+from prefctl.models.settings import SETTING_RANGES, SettingRange
+
+__all__ = [
+    "SETTINGS_PATH",
+    "SettingsApi",
+    "check_settings",
+    "describe_range",
+    "parse_changes",
+    "setting_name",
+]
+
+SETTINGS_PATH = "/settings/webhooks"
+
+
+def describe_range(limits: SettingRange) -> str:
+    """``1–300 seconds``, ``1 or more minutes``…"""
+    if limits.maximum is None:
+        return f"{limits.minimum} or more {limits.unit}"
+    return f"{limits.minimum}–{limits.maximum} {limits.unit}"
+
+
+def setting_name(key: str) -> str:
+    """The wire name of ``key`` (``duration``, ``max-delivery-attempts``…); UsageError if none."""
+    folded = key.strip().replace("-", "").replace("_", "").lower()
+    for name in SETTING_RANGES:
+        if name.lower() == folded:
+            return name
+    raise UsageError(f"unknown setting '{key}'", hint=f"settings: {', '.join(SETTING_RANGES)}")
+
+
+def parse_changes(pairs: Iterable[str]) -> dict[str, int]:
+    """``["Duration=5"]`` → ``{"Duration": 5}``; UsageError for a bad pair or a non-integer."""
+    changes: dict[str, int] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise UsageError(f"'{pair}' is not KEY=VALUE", hint="e.g. Duration=5")
+        name = setting_name(key)
+        try:
+            changes[name] = int(raw.strip())
+        except ValueError:
+            raise UsageError(
+                f"{name} must be a whole number ({describe_range(SETTING_RANGES[name])}), "
+                f"not '{raw}'"
+            ) from None
+    return changes
+
+
+def check_settings(settings: Mapping[str, Any], changed: Iterable[str] | None = None) -> None:
+    """UsageError (one line) for the first setting out of its range. The changed ones are
+    checked first, and a pair that disagrees (a Max below its Min) is blamed on the one that was
+    changed, so the message names what the user typed."""
+    known = {k: v for k, v in settings.items() if k in SETTING_RANGES and isinstance(v, int)}
+    changed = [name for name in changed or () if name in known]
+    for name in dict.fromkeys([*changed, *known]):
+        limits = SETTING_RANGES[name]
+        if limits.check(known[name]) is not None:
+            raise UsageError(f"{name}={known[name]} is out of range {describe_range(limits)}")
+    for higher, limits in SETTING_RANGES.items():
+        lower = limits.at_least
+        if lower is None or higher not in known or lower not in known:
+            continue
+        if known[higher] >= known[lower]:
+            continue
+        if lower in changed and higher not in changed:
+            raise UsageError(
+                f"{lower}={known[lower]} is out of range: {lower} must be at most "
+                f"{higher} ({known[higher]})"
+            )
+        raise UsageError(
+            f"{higher}={known[higher]} is out of range: {higher} must be at least "
+            f"{lower} ({known[lower]})"
+        )
+
+
+class SettingsApi:
+    """The account's delivery and alert settings."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+
+    def get(self) -> Resource:
+        return self.client.resource("GET", SETTINGS_PATH)
+
+    def put(self, settings: Mapping[str, Any]) -> Resource:
+        """PUT the whole record, after checking every value's range."""
+        check_settings(settings)
+        return self.client.resource("PUT", SETTINGS_PATH, body=dict(settings))
+
+    def update(self, changes: Mapping[str, int]) -> Resource:
+        """Apply ``changes`` to the current settings and PUT the result (ranges checked first)."""
+        if not changes:
+            raise UsageError("nothing to set", hint="pass KEY=VALUE pairs, e.g. Duration=5")
+        # Each value against its own range before any request; against the others after the GET.
+        check_settings(changes, changes)
+        merged = {**self.get(), **changes}
+        check_settings(merged, changes)
+        return self.client.resource("PUT", SETTINGS_PATH, body=merged)

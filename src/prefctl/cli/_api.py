@@ -1,0 +1,77 @@
+"""What the REST commands share: the client of the selected profile, JSON bodies from a file or
+stdin, and the options every REST command spells the same way."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from prefctl.api.client import ApiClient
+    from prefctl.cli._context import State
+
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+WaitTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--wait-timeout",
+        min=0,
+        metavar="SECONDS",
+        help="How long to wait before giving up (exit 1).",
+    ),
+]
+
+
+@contextmanager
+def api_client(state: State) -> Iterator[ApiClient]:
+    """The REST client of the selected profile, closed when the block ends."""
+    from prefctl.api.client import ApiClient
+    from prefctl.clock import SystemClock
+
+    with ApiClient.for_profile(state.profile(), clock=SystemClock()) as client:
+        yield client
+
+
+def read_text(source: str) -> str:
+    """The text of file ``source``, or of stdin for ``-``; UsageError when it cannot be read."""
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{source} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {source}: {exc}") from None
+
+
+def source_name(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+def read_json(source: str, what: str) -> Any:
+    """The JSON value in file ``source`` (``-``: stdin); UsageError naming it when it is not."""
+    text = read_text(source)
+    if not text.strip():
+        raise UsageError(f"{source_name(source)} is empty; expected {what}")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{source_name(source)} is not valid JSON ({what}): {exc}") from None
+
+
+def read_object(source: str, what: str) -> dict[str, Any]:
+    """``read_json`` for bodies that must be a JSON object."""
+    value = read_json(source, what)
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"{source_name(source)} must hold a JSON object ({what}), not {type(value).__name__}"
+        )
+    return value

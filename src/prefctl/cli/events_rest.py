@@ -1,0 +1,175 @@
+"""``prefctl events list`` and ``prefctl events trigger``: the ``events`` commands that use the REST
+API (registered by ``prefctl.cli.events``).
+
+    prefctl events list --profile-id 1001 --since 2h
+    prefctl events trigger contacts.email.added                → the EventIds, one per line
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from prefctl.cli._api import YesOption, api_client
+from prefctl.cli._context import get_state
+
+__all__ = ["list_events", "trigger_event"]
+
+
+def list_events(
+    profile_id: Annotated[
+        int | None,
+        typer.Option("--profile-id", min=1, help="Only this profile's events.", show_default=False),
+    ] = None,
+    subscription: Annotated[
+        str | None,
+        typer.Option(
+            "--subscription",
+            metavar="ID|NAME",
+            help="Only the events this subscription received (with their EventTime).",
+            show_default=False,
+        ),
+    ] = None,
+    event_type: Annotated[
+        str | None,
+        typer.Option("--type", "-t", help="Only this event type.", show_default=False),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="From this time: RFC 3339, or an age such as 15m, 2h, 3d.",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until", help="Up to this time (same forms as --since).", show_default=False
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            max=500,
+            help="Events per page (the service's default: 100).",
+            show_default=False,
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
+        ),
+    ] = None,
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="Follow the cursors and list every match.")
+    ] = False,
+) -> None:
+    """List stored events (the last 15 days), oldest first, by OriginalEventTime.
+
+    One page is listed unless --all is given; the next page's cursor is shown on stderr.
+    With -o json each event is printed as the API returns it.
+    """
+    from prefctl.api.events import EventQuery, EventsApi, parse_moment
+    from prefctl.api.subscriptions import SubscriptionsApi
+    from prefctl.clock import SystemClock
+
+    state = get_state()
+    now = SystemClock().now()
+    next_cursor = None
+    with api_client(state) as client:
+        subscription_id = None
+        if subscription is not None:
+            subscription_id = int(SubscriptionsApi(client).resolve(subscription)["Id"])
+        query = EventQuery(
+            profile_id=profile_id,
+            subscription_id=subscription_id,
+            event_type=event_type,
+            start_at=None if since is None else parse_moment(since, now=now, flag="--since"),
+            end_at=None if until is None else parse_moment(until, now=now, flag="--until"),
+        )
+        api = EventsApi(client)
+        if all_pages:
+            events = list(api.list_all(query, page_size=limit or 500))
+        else:
+            page = api.list(query, limit=limit, cursor=cursor)
+            events, next_cursor = page.items, page.next_cursor
+    columns = [
+        ("OriginalEventTime", "ORIGINAL TIME"),
+        ("EventType", "TYPE"),
+        ("ProfileId", "PROFILE"),
+        ("EventId", "EVENT ID"),
+    ]
+    if subscription_id is not None:
+        columns[1:1] = [("EventTime", "EVENT TIME")]
+    state.out.table(events, columns, empty="no events")
+    if next_cursor:
+        state.out.info(f"more events: --cursor {next_cursor}, or --all")
+
+
+def trigger_event(
+    event_type: Annotated[
+        str, typer.Argument(metavar="TYPE", help="The event type to produce, e.g. tag.added.")
+    ],
+    profile_id: Annotated[
+        int | None,
+        typer.Option(
+            "--profile-id",
+            min=1,
+            help="Change this profile (default: a new throwaway profile).",
+            show_default=False,
+        ),
+    ] = None,
+    filter_value: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help="The value subscription filters match: a preference's Filter, the ConsentType, "
+            "a contact's Type, a custom field's or group's Name.",
+            show_default=False,
+        ),
+    ] = None,
+    yes: YesOption = False,
+) -> None:
+    """Make the service perform a real profile change that yields TYPE, and print its EventIds.
+
+    Works for every type of 'prefctl events types'; setup changes come first when the change needs them (an email to delete is added first).
+    Without --profile-id a throwaway profile is created; the changes stay on the profile.
+    Subscribers of TYPE are sent the event, like for any other change.
+    """
+    import random
+
+    from prefctl.api.trigger import trigger
+
+    state = get_state()
+    if event_type == "profile.deleted" and profile_id is not None:
+        state.out.confirm(f"Delete profile {profile_id} for good?", assume_yes=yes)
+    with api_client(state) as client:
+        result = trigger(
+            client,
+            event_type.strip(),
+            profile_id=profile_id,
+            rng=random.Random(),
+            filter_value=filter_value,
+        )
+    if state.json:
+        state.out.json(
+            {
+                "event_type": result.event_type,
+                "profile_id": result.profile_id,
+                "created_profile": result.created_profile,
+                "event_ids": result.event_ids,
+            }
+        )
+    else:
+        for event_id in result.event_ids:
+            state.out.line(event_id)
+    made = "a new profile" if result.created_profile else "profile"
+    state.out.success(
+        f"{result.event_type} on {made} {result.profile_id}: "
+        f"{len(result.event_ids)} event{'' if len(result.event_ids) == 1 else 's'}"
+    )

@@ -1,0 +1,332 @@
+"""``prefctl profiles``: customer profiles over the REST API.
+
+    prefctl profiles create --file profile.json          → the new profile (event profile.created)
+    prefctl profiles get 1001
+    prefctl profiles search --email ada@example.com [--all]
+    prefctl profiles replace 1001 --file profile.json
+    prefctl profiles update 1001 --set CustomerName.FirstName=Ada --set Emails.0.IsDefault=true
+    prefctl profiles deactivate 1001 --reason Moved | reactivate 1001 | delete 1001 --yes
+    prefctl profiles import profiles.ndjson              → bulk upsert, no events
+
+Tables for people; ``-o json`` prints profiles exactly as the API returns them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._api import YesOption, api_client, read_object
+from prefctl.cli._context import get_state
+from prefctl.cli.app import new_group
+from prefctl.cli.profiles_import import import_profiles
+from prefctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from prefctl.cli._context import State
+
+ProfileIdArgument = Annotated[
+    int, typer.Argument(metavar="ID", help="The profile's ProfileId.", min=1)
+]
+FileOption = Annotated[
+    str,
+    typer.Option(
+        "--file", "-f", metavar="FILE", help="JSON file with the profile ('-': read stdin)."
+    ),
+]
+
+_SEARCH_COLUMNS = [
+    ("ProfileId", "PROFILE"),
+    ("active", "ACTIVE"),
+    ("name", "NAME"),
+    ("email", "EMAIL"),
+    ("phone", "PHONE"),
+    ("modified", "MODIFIED"),
+]
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("profiles", "Create, read, search, change and import customer profiles.")
+    group.command("create")(create)
+    group.command("get")(get)
+    group.command("search")(search)
+    group.command("replace")(replace)
+    group.command("update")(update)
+    group.command("deactivate")(deactivate)
+    group.command("reactivate")(reactivate)
+    group.command("delete")(delete)
+    group.command("import")(import_profiles)
+    root.add_typer(group)
+
+
+def create(file: FileOption) -> None:
+    """Create a profile from a JSON file; the service assigns its ProfileId.
+
+    Subscribers of profile.created are notified.
+    Example: prefctl profiles create --file ada.json
+    """
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    body = read_object(file, "a profile")
+    with api_client(state) as client:
+        profile = ProfilesApi(client).create(body)
+    _show(state, profile, f"created profile {profile.get('ProfileId')}")
+
+
+def get(profile_id: ProfileIdArgument) -> None:
+    """Show one profile (exit 4 when it does not exist)."""
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    with api_client(state) as client:
+        profile = ProfilesApi(client).get(profile_id)
+    _show(state, profile)
+
+
+def search(
+    email: Annotated[
+        str | None, typer.Option("--email", help="An email address.", show_default=False)
+    ] = None,
+    phone: Annotated[
+        str | None, typer.Option("--phone", help="A phone number.", show_default=False)
+    ] = None,
+    alternate_id_type: Annotated[
+        str | None,
+        typer.Option(
+            "--alternate-id-type", help="Type of --alternate-id (e.g. Loyalty).", show_default=False
+        ),
+    ] = None,
+    alternate_id: Annotated[
+        str | None,
+        typer.Option("--alternate-id", help="An alternate id Value.", show_default=False),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            max=500,
+            help="Profiles per page (the service's default: 50).",
+            show_default=False,
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
+        ),
+    ] = None,
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="Follow the cursors and list every match.")
+    ] = False,
+) -> None:
+    """Find profiles by email, phone or alternate id (all given criteria must match).
+
+    Without criteria every profile matches.
+    One page is listed unless --all is given; the next page's cursor is shown on stderr.
+    """
+    from prefctl.api.profiles import ProfileQuery, ProfilesApi
+
+    state = get_state()
+    query = ProfileQuery(email, phone, alternate_id_type, alternate_id)
+    next_cursor = None
+    with api_client(state) as client:
+        api = ProfilesApi(client)
+        if all_pages:
+            profiles = list(api.search_all(query, page_size=limit or 500))
+        else:
+            page = api.search(query, limit=limit, cursor=cursor)
+            profiles, next_cursor = page.items, page.next_cursor
+    state.out.table(
+        [_summary(p) for p in profiles], _SEARCH_COLUMNS, json_rows=profiles, empty="no profiles"
+    )
+    if next_cursor:
+        state.out.info(f"more profiles: --cursor {next_cursor}, or --all")
+
+
+def replace(profile_id: ProfileIdArgument, file: FileOption) -> None:
+    """Replace a whole profile with the one in a JSON file (GET, edit, replace works).
+
+    ProfileId, IsActive, ReasonCode and Edited in the file are ignored.
+    Subscribers of profile.replaced are notified, and of no other event.
+    """
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    body = read_object(file, "a profile")
+    with api_client(state) as client:
+        profile = ProfilesApi(client).replace(profile_id, body)
+    _show(state, profile, f"replaced profile {profile_id}")
+
+
+def update(
+    profile_id: ProfileIdArgument,
+    file: Annotated[
+        str | None,
+        typer.Option(
+            "--file",
+            "-f",
+            metavar="FILE",
+            help="A JSON Patch (an array) or a merge patch (an object); '-' reads stdin.",
+            show_default=False,
+        ),
+    ] = None,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            "-s",
+            metavar="PATH=VALUE",
+            help="Set one field (repeat): a dotted PascalCase path, digits index lists, '-' "
+            "appends; the value is JSON when it parses, else text.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Change part of a profile with a JSON Patch, a merge patch, or --set pairs.
+
+    Example: prefctl profiles update 1001 --set CustomerName.FirstName=Ada --set Emails.0.IsDefault=true
+    Without list indexes the pairs become a merge patch (null clears a field); with one they become a JSON Patch.
+    Subscribers get profile.updated, profile.updatedfull and one event per changed element.
+    """
+    from prefctl.api.patches import parse_assignment, patch_from_assignments
+    from prefctl.api.profiles import ProfilesApi
+    from prefctl.cli._api import read_json
+
+    state = get_state()
+    if (file is None) == (not assignments):
+        raise UsageError("pass either --file or --set pairs", hint="e.g. --set Tags.-=vip")
+    parsed = [parse_assignment(text) for text in assignments or []]
+    with api_client(state) as client:
+        api = ProfilesApi(client)
+        patch = (
+            read_json(file, "a JSON Patch or a merge patch")
+            if file is not None
+            else patch_from_assignments(parsed, lambda: api.get(profile_id))
+        )
+        profile = api.patch(profile_id, patch)
+    _show(state, profile, f"updated profile {profile_id}")
+
+
+def deactivate(
+    profile_id: ProfileIdArgument,
+    reason: Annotated[
+        str | None,
+        typer.Option("--reason", help="Why (stored as the ReasonCode).", show_default=False),
+    ] = None,
+) -> None:
+    """Deactivate a profile (event profile.deactivated)."""
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    with api_client(state) as client:
+        profile = ProfilesApi(client).deactivate(profile_id, reason)
+    _show(state, profile, f"deactivated profile {profile_id}")
+
+
+def reactivate(profile_id: ProfileIdArgument) -> None:
+    """Reactivate a deactivated profile (event profile.reactivated)."""
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    with api_client(state) as client:
+        profile = ProfilesApi(client).reactivate(profile_id)
+    _show(state, profile, f"reactivated profile {profile_id}")
+
+
+def delete(
+    profile_id: ProfileIdArgument,
+    reason_code: Annotated[
+        str | None,
+        typer.Option("--reason-code", help="Why it is deleted.", show_default=False),
+    ] = None,
+    yes: YesOption = False,
+) -> None:
+    """Delete a profile for good (event profile.deleted); asks first on a terminal."""
+    from prefctl.api.profiles import ProfilesApi
+
+    state = get_state()
+    state.out.confirm(f"Delete profile {profile_id} for good?", assume_yes=yes)
+    with api_client(state) as client:
+        ProfilesApi(client).delete(profile_id, reason_code)
+    if state.json:
+        state.out.json({"profile_id": profile_id, "deleted": True})
+    state.out.success(f"deleted profile {profile_id}")
+
+
+# -- rendering -------------------------------------------------------------------------------------
+def _show(state: State, profile: dict[str, Any], done: str | None = None) -> None:
+    state.out.record(_details(profile), json_data=profile)
+    if done:
+        state.out.success(done)
+
+
+def _name(profile: dict[str, Any]) -> str:
+    name = profile.get("CustomerName") or {}
+    parts = ("Prefix", "FirstName", "MiddleName", "LastName", "Suffix")
+    return " ".join(str(name[p]) for p in parts if name.get(p))
+
+
+def _default(items: list[dict[str, Any]] | None, key: str) -> str | None:
+    items = items or []
+    chosen = next((i for i in items if i.get("IsDefault")), items[0] if items else None)
+    return None if chosen is None else str(chosen.get(key))
+
+
+def _summary(profile: dict[str, Any]) -> dict[str, Any]:
+    edited = profile.get("Edited") or {}
+    return {
+        "ProfileId": profile.get("ProfileId"),
+        "active": profile.get("IsActive", True),
+        "name": _name(profile),
+        "email": _default(profile.get("Emails"), "Address"),
+        "phone": _default(profile.get("PhoneNumbers"), "Number"),
+        "modified": edited.get("ModifiedDate") or edited.get("CreateDate"),
+    }
+
+
+def _details(profile: dict[str, Any]) -> dict[str, Any]:
+    """The profile in key/value lines: the fields people look for, each list on one line."""
+    edited = profile.get("Edited") or {}
+
+    def marked(items: list[dict[str, Any]] | None, key: str) -> list[str]:
+        return [f"{i.get(key)}{' (default)' if i.get('IsDefault') else ''}" for i in items or []]
+
+    preferences = len(profile.get("ProfilePreferences") or []) + sum(
+        len(contact.get("Preferences") or [])
+        for key in ("Emails", "PhoneNumbers", "Addresses")
+        for contact in profile.get(key) or []
+    )
+    rows: dict[str, Any] = {
+        "ProfileId": profile.get("ProfileId"),
+        "active": profile.get("IsActive", True),
+        "reason code": profile.get("ReasonCode"),
+        "name": _name(profile),
+        "customer type": profile.get("CustomerType"),
+        "locale": profile.get("DefaultLocale"),
+        "registration": profile.get("RegistrationStatus"),
+        "emails": marked(profile.get("Emails"), "Address"),
+        "phones": marked(profile.get("PhoneNumbers"), "Number"),
+        "addresses": marked(profile.get("Addresses"), "Type"),
+        "alternate ids": [
+            f"{a.get('Type')}={a.get('Value')}" for a in profile.get("AlternateIds") or []
+        ],
+        "preferences": preferences,
+        "consents": [
+            f"{c.get('ConsentType')}: {c.get('ConsentStatus', 'NotSet')}"
+            for c in profile.get("Consents") or []
+        ],
+        "custom fields": [
+            f"{f.get('Name')}={f.get('Value')}" for f in profile.get("CustomFields") or []
+        ],
+        "groups": [
+            f"{g.get('Name')}{'' if g.get('IsActive', True) else ' (inactive)'}"
+            for g in profile.get("Groups") or []
+        ],
+        "tags": profile.get("Tags") or [],
+        "created": edited.get("CreateDate"),
+        "modified": edited.get("ModifiedDate"),
+    }
+    return {key: value for key, value in rows.items() if value not in (None, "", [])}

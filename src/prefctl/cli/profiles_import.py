@@ -1,0 +1,90 @@
+"""``prefctl profiles import``: bulk import with a progress bar (registered by ``cli.profiles``).
+
+Records are staged in chunks, the import is executed, and its status is polled with a spinner
+until it is Completed or Failed. Bulk import generates no events.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._api import WaitTimeoutOption, api_client, read_text, source_name
+from prefctl.cli._context import get_state
+from prefctl.errors import PrefctlError
+
+if TYPE_CHECKING:
+    from prefctl.cli._context import State
+
+__all__ = ["import_profiles"]
+
+
+def import_profiles(
+    file: Annotated[
+        str, typer.Argument(help="Profiles as a JSON array or NDJSON ('-': read stdin).")
+    ],
+    chunk_size: Annotated[
+        int,
+        typer.Option("--chunk-size", min=1, max=5000, help="Records sent per staging request."),
+    ] = 500,
+    wait_timeout: WaitTimeoutOption = 600.0,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when any record failed, not only the import.")
+    ] = False,
+) -> None:
+    """Bulk-import profiles: upserts by ProfileId (none: a new profile). No events are generated.
+
+    Stages the records in chunks with a progress bar, executes the import and waits for it.
+    Exit 1 when the import Failed (or, with --strict, when any record failed); record errors are listed.
+    """
+    from prefctl.api.imports import ImportsApi, parse_records
+    from prefctl.clock import SystemClock
+
+    state = get_state()
+    records = parse_records(read_text(file), source_name(file))
+    with api_client(state) as client:
+        api = ImportsApi(client)
+        with state.out.progress("staging", total=len(records)) as advance:
+            import_id = int(api.initiate()["ImportId"])
+            api.stage_all(import_id, records, chunk_size=chunk_size, on_staged=advance)
+        api.execute(import_id)
+        with state.out.status(f"import {import_id}: queued") as show:
+            job = api.wait_until_done(
+                import_id,
+                timeout=wait_timeout,
+                clock=SystemClock(),
+                on_status=lambda job: show(
+                    f"import {import_id}: {job.get('State')} "
+                    f"{job.get('ProcessedRecords', 0)}/{job.get('TotalRecords', len(records))}"
+                ),
+            )
+    _import_summary(state, job, strict=strict)
+
+
+def _import_summary(state: State, job: dict[str, Any], *, strict: bool) -> None:
+    import_id = job.get("ImportId")
+    state.out.record(
+        {
+            "import": import_id,
+            "state": job.get("State"),
+            "records": job.get("TotalRecords"),
+            "created": job.get("CreatedProfiles"),
+            "replaced": job.get("ReplacedProfiles"),
+            "failed": job.get("FailedRecords"),
+        },
+        json_data=job,
+    )
+    errors = job.get("Errors") or []
+    for error in errors:
+        state.out.warn(f"record {error.get('Record')}: {error.get('Message')}")
+    failed = int(job.get("FailedRecords") or 0)
+    if failed > len(errors):
+        state.out.warn(f"{failed - len(errors)} more record errors are not shown")
+    if job.get("State") == "Failed":
+        raise PrefctlError(f"import {import_id} failed: {job.get('Error') or 'no reason given'}")
+    if strict and failed:
+        raise PrefctlError(
+            f"import {import_id}: {failed} record{'' if failed == 1 else 's'} failed"
+        )
+    state.out.success(f"import {import_id} completed; no events were generated")

@@ -1,0 +1,88 @@
+"""``prefctl settings``: the account's webhook delivery and alert settings (DESIGN §9.1).
+
+prefctl settings get
+prefctl settings set Duration=5 MaxDeliveryAttempts=10     (ranges checked before sending)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._api import api_client
+from prefctl.cli._context import get_state
+from prefctl.cli.app import new_group
+
+if TYPE_CHECKING:
+    from prefctl.cli._context import State
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("settings", "The account's webhook delivery and alert settings.")
+    group.command("get")(get_settings)
+    group.command("set")(set_settings)
+    root.add_typer(group)
+
+
+def get_settings() -> None:
+    """Show each setting with its range and default."""
+    from prefctl.api.settings import SettingsApi
+
+    state = get_state()
+    with api_client(state) as client:
+        settings = SettingsApi(client).get()
+    _show(state, settings)
+
+
+def set_settings(
+    pairs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="KEY=VALUE...",
+            help="Settings to change, e.g. Duration=5 or max-delivery-attempts=10; "
+            "'prefctl settings get' lists them.",
+        ),
+    ],
+) -> None:
+    """Change some settings; the others keep their values.
+
+    Every value is checked against its range before anything is sent (exit 2 naming the setting and its range).
+    """
+    from prefctl.api.settings import SettingsApi, parse_changes
+
+    state = get_state()
+    changes = parse_changes(pairs)
+    with api_client(state) as client:
+        settings = SettingsApi(client).update(changes)
+    _show(state, settings)
+    state.out.success("set " + ", ".join(f"{key}={value}" for key, value in changes.items()))
+
+
+def _show(state: State, settings: dict[str, Any]) -> None:
+    from prefctl.api.settings import describe_range
+    from prefctl.models.settings import SETTING_RANGES
+
+    if state.json:
+        state.out.json(settings)
+        return
+    rows = []
+    for name, value in settings.items():
+        limits = SETTING_RANGES.get(name)
+        rows.append(
+            {
+                "setting": name,
+                "value": value,
+                "range": describe_range(limits) if limits else None,
+                "default": limits.default if limits else None,
+            }
+        )
+    state.out.table(
+        rows,
+        [
+            ("setting", "SETTING"),
+            ("value", "VALUE"),
+            ("range", "RANGE"),
+            ("default", "DEFAULT"),
+        ],
+    )

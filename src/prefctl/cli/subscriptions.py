@@ -1,0 +1,362 @@
+"""``prefctl subscriptions``: webhook subscriptions over the REST API.
+
+    prefctl subscriptions create --name crm --url https://crm.example.com/hooks \\
+        --event contacts.email.added --event preference.added:Weekly\\ Digest
+    prefctl subscriptions list | get SUB | update SUB --url … | pause SUB | resume SUB | delete SUB
+
+``SUB`` is a subscription's Id or its Name. ``create`` (and ``update`` of the Url) waits for the
+validation handshake with a spinner and exits 0 only when ProvisioningState reaches Succeeded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object
+from prefctl.cli._context import get_state
+from prefctl.cli.app import new_group
+from prefctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from prefctl.api.subscriptions import SubscriptionsApi
+    from prefctl.cli._context import State
+
+SubscriptionArgument = Annotated[
+    str, typer.Argument(metavar="SUB", help="The subscription's Id or Name.")
+]
+NameOption = Annotated[
+    str | None, typer.Option("--name", help="A name, unique in the account.", show_default=False)
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="The https:// (or http://) webhook URL.", show_default=False),
+]
+EventOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--event",
+        "-e",
+        metavar="TYPE[:FILTER,…]",
+        help="An event type to send (repeat). For Preferences, Consents, Contacts, Groups and "
+        "CustomFields, ':' and comma-separated values narrow it (default: all, e.g. AllFilters).",
+        show_default=False,
+    ),
+]
+DescriptionOption = Annotated[
+    str | None, typer.Option("--description", help="Free text.", show_default=False)
+]
+CatchUpOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--catch-up/--no-catch-up",
+        help="While paused, keep events and send them on resume (default: drop them).",
+        show_default=False,
+    ),
+]
+FileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--file",
+        "-f",
+        metavar="FILE",
+        help="A JSON subscription body ('-': stdin); the other flags override its fields.",
+        show_default=False,
+    ),
+]
+NoWaitOption = Annotated[
+    bool, typer.Option("--no-wait", help="Return at once, without waiting for the handshake.")
+]
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("subscriptions", "Webhook subscriptions: which event types go to which URL.")
+    group.command("create")(create)
+    group.command("list")(list_subscriptions)
+    group.command("get")(get)
+    group.command("update")(update)
+    group.command("pause")(pause)
+    group.command("resume")(resume)
+    group.command("delete")(delete)
+    root.add_typer(group)
+
+
+def create(
+    name: NameOption = None,
+    url: UrlOption = None,
+    event: EventOption = None,
+    description: DescriptionOption = None,
+    catch_up: CatchUpOption = None,
+    file: FileOption = None,
+    no_wait: NoWaitOption = False,
+    wait_timeout: WaitTimeoutOption = 120.0,
+) -> None:
+    """Subscribe a URL to event types, then wait for its validation handshake.
+
+    Exit 0 only when ProvisioningState reaches Succeeded; 1 when it Failed (with the reason) or is not done within --wait-timeout.
+    An endpoint that answers the handshake without the code must GET the validationUrl it received within 5 minutes.
+    Failure alerts are enabled by the support team: prefctl emulator alerts enable.
+    """
+    from prefctl.api.subscriptions import SubscriptionsApi, selection, without_read_only
+
+    state = get_state()
+    body = without_read_only(read_object(file, "a subscription")) if file else {}
+    body = _apply_flags(body, name, url, description, catch_up)
+    if event:
+        body["Subscriptions"] = [selection(spec) for spec in event]
+    missing = [flag for flag, key in _REQUIRED if not body.get(key)]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}", hint="or pass --file with a body")
+    with api_client(state) as client:
+        api = SubscriptionsApi(client)
+        record = api.create(body)
+        state.out.info(f"created subscription {record.get('Id')} ({record.get('Name')})")
+        _finish(state, api, record, wait=not no_wait, timeout=wait_timeout)
+
+
+_REQUIRED = (("--name", "Name"), ("--url", "Url"), ("--event", "Subscriptions"))
+
+
+def list_subscriptions() -> None:
+    """List the subscriptions with their state and event types."""
+    from prefctl.api.subscriptions import SubscriptionsApi
+
+    state = get_state()
+    with api_client(state) as client:
+        records = SubscriptionsApi(client).list()
+    state.out.table(
+        [{**record, "events": _event_summary(record)} for record in records],
+        [
+            ("Id", "ID"),
+            ("Name", "NAME"),
+            ("State", "STATE"),
+            ("ProvisioningState", "PROVISIONING"),
+            ("Url", "URL"),
+            ("events", "EVENTS"),
+        ],
+        json_rows=records,
+        empty="no subscriptions",
+    )
+
+
+def get(subscription: SubscriptionArgument) -> None:
+    """Show one subscription, its provisioning state and its event selection."""
+    from prefctl.api.subscriptions import SubscriptionsApi
+
+    state = get_state()
+    with api_client(state) as client:
+        record = SubscriptionsApi(client).resolve(subscription)
+    _show(state, record)
+
+
+def update(
+    subscription: SubscriptionArgument,
+    name: NameOption = None,
+    url: UrlOption = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--event",
+            "-e",
+            metavar="TYPE[:FILTER,…]",
+            help="Replace the event selection with these (repeat).",
+            show_default=False,
+        ),
+    ] = None,
+    add_event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add-event",
+            metavar="TYPE[:FILTER,…]",
+            help="Add (or re-filter) an event type (repeat).",
+            show_default=False,
+        ),
+    ] = None,
+    remove_event: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--remove-event",
+            metavar="TYPE",
+            help="Stop sending a type (repeat).",
+            show_default=False,
+        ),
+    ] = None,
+    description: DescriptionOption = None,
+    catch_up: CatchUpOption = None,
+    file: FileOption = None,
+    no_wait: NoWaitOption = False,
+    wait_timeout: WaitTimeoutOption = 120.0,
+) -> None:
+    """Change a subscription: the flags are applied to the current record, which is then replaced.
+
+    A new Url runs the handshake again; the command then waits like create.
+    """
+    from prefctl.api.subscriptions import SubscriptionsApi, input_body, without_read_only
+
+    state = get_state()
+    with api_client(state) as client:
+        api = SubscriptionsApi(client)
+        current = api.resolve(subscription)
+        body = input_body(current)
+        if file:
+            body.update(without_read_only(read_object(file, "a subscription")))
+        body = _apply_flags(body, name, url, description, catch_up)
+        body["Subscriptions"] = _selections(
+            body.get("Subscriptions") or [], event, add_event, remove_event
+        )
+        if body == input_body(current):
+            raise UsageError("nothing to change", hint="pass --url, --name, --event…")
+        record = api.replace(int(current["Id"]), body)
+        url_changed = record.get("Url") != current.get("Url")
+        _finish(state, api, record, wait=url_changed and not no_wait, timeout=wait_timeout)
+
+
+def pause(subscription: SubscriptionArgument) -> None:
+    """Stop deliveries; with CatchUpOnResume events are kept for the resume, else dropped."""
+    _set_state(subscription, "Paused")
+
+
+def resume(subscription: SubscriptionArgument) -> None:
+    """Start deliveries again (kept events are queued with a new EventTime)."""
+    _set_state(subscription, "Active")
+
+
+def delete(subscription: SubscriptionArgument, yes: YesOption = False) -> None:
+    """Delete a subscription: notifications stop at once; asks first on a terminal."""
+    from prefctl.api.subscriptions import SubscriptionsApi
+
+    state = get_state()
+    with api_client(state) as client:
+        api = SubscriptionsApi(client)
+        record = api.resolve(subscription)
+        subscription_id = int(record["Id"])
+        state.out.confirm(
+            f"Delete subscription {subscription_id} ({record.get('Name')})?", assume_yes=yes
+        )
+        api.delete(subscription_id)
+    if state.json:
+        state.out.json({"id": subscription_id, "deleted": True})
+    state.out.success(f"deleted subscription {subscription_id}")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _apply_flags(
+    body: dict[str, Any],
+    name: str | None,
+    url: str | None,
+    description: str | None,
+    catch_up: bool | None,
+) -> dict[str, Any]:
+    flags = {"Name": name, "Url": url, "Description": description, "CatchUpOnResume": catch_up}
+    return {**body, **{key: value for key, value in flags.items() if value is not None}}
+
+
+def _selections(
+    current: list[dict[str, Any]],
+    replace: list[str] | None,
+    add: list[str] | None,
+    remove: list[str] | None,
+) -> list[dict[str, Any]]:
+    from prefctl.api.subscriptions import selection
+
+    chosen = {s["EventType"]: s for s in current} if not replace else {}
+    for spec in [*(replace or []), *(add or [])]:
+        item = selection(spec)
+        chosen[item["EventType"]] = item
+    for event_type in remove or []:
+        if chosen.pop(event_type.strip(), None) is None:
+            raise UsageError(f"--remove-event {event_type}: the subscription does not send it")
+    if not chosen:
+        raise UsageError("a subscription needs at least one event type")
+    return list(chosen.values())
+
+
+def _set_state(subscription: str, wanted: str) -> None:
+    from prefctl.api.subscriptions import SubscriptionsApi, input_body
+
+    state = get_state()
+    with api_client(state) as client:
+        api = SubscriptionsApi(client)
+        current = api.resolve(subscription)
+        record = api.replace(int(current["Id"]), {**input_body(current), "State": wanted})
+    _show(state, record)
+    state.out.success(f"subscription {record.get('Id')} is {wanted}")
+
+
+def _finish(
+    state: State, api: SubscriptionsApi, record: dict[str, Any], *, wait: bool, timeout: float
+) -> None:
+    """Wait for provisioning (when asked), show the record, and exit 1 unless Succeeded."""
+    from prefctl.api.subscriptions import FINAL_STATES, provisioning_error
+    from prefctl.clock import SystemClock
+
+    if not wait:
+        _show(state, record)
+        return
+    subscription_id = int(record["Id"])
+    if record.get("ProvisioningState") not in FINAL_STATES:
+        with state.out.status(_waiting(record)) as show:
+
+            def on_state(current: dict[str, Any]) -> None:
+                show(_waiting(current))
+                if current.get("ProvisioningState") == "AwaitingManualAction":
+                    until = current.get("ValidationExpiresAt")
+                    state.out.warn(
+                        "the endpoint answered the handshake without the validation code: "
+                        "a GET of the validationUrl it received is needed"
+                        + (f" before {until}" if until else " within 5 minutes")
+                        + "; still waiting"
+                    )
+
+            record = api.wait_until_provisioned(
+                subscription_id, timeout=timeout, clock=SystemClock(), on_state=on_state
+            )
+    _show(state, record)
+    error = provisioning_error(record, timeout)
+    if error is not None:
+        raise error
+    state.out.success(f"subscription {subscription_id} is provisioned (Succeeded)")
+
+
+def _waiting(record: dict[str, Any]) -> str:
+    return f"subscription {record.get('Id')}: {record.get('ProvisioningState')}, waiting…"
+
+
+def _event_summary(record: dict[str, Any]) -> str:
+    types = [str(s.get("EventType")) for s in record.get("Subscriptions") or []]
+    if len(types) <= 3:
+        return ", ".join(types)
+    return f"{', '.join(types[:2])} +{len(types) - 2} more"
+
+
+def _selection_text(item: dict[str, Any]) -> str:
+    from prefctl.webhooks.catalog import filter_key
+
+    key = filter_key(str(item.get("Entity"))) if item.get("Entity") else None
+    values = item.get(key.name) if key else None
+    return f"{item.get('EventType')}:{','.join(values)}" if values else str(item.get("EventType"))
+
+
+def _show(state: State, record: dict[str, Any]) -> None:
+    alerts = record.get("Alerts") or {}
+    edited = record.get("Edited") or {}
+    rows = {
+        "Id": record.get("Id"),
+        "name": record.get("Name"),
+        "description": record.get("Description"),
+        "url": record.get("Url"),
+        "state": record.get("State"),
+        "provisioning": record.get("ProvisioningState"),
+        "provisioning error": record.get("ProvisioningError"),
+        "validation expires": record.get("ValidationExpiresAt"),
+        "catch up on resume": record.get("CatchUpOnResume"),
+        "events": [_selection_text(item) for item in record.get("Subscriptions") or []],
+        "alerts": ", ".join(alerts.get("Recipients") or []) if alerts.get("Enabled") else "off",
+        "created": edited.get("CreateDate"),
+        "modified": edited.get("ModifiedDate"),
+    }
+    state.out.record(
+        {key: value for key, value in rows.items() if value not in (None, "", [])},
+        json_data=record,
+    )

@@ -1,0 +1,258 @@
+"""``prefctl profiles`` against a real emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prefctl.emulator.serve import RunningEmulator
+
+ADA = {
+    "CustomerName": {"FirstName": "Ada", "LastName": "Lovelace"},
+    "Emails": [{"Address": "ada@example.com", "Type": "Personal"}],
+    "PhoneNumbers": [{"Number": "+44 20 7946 0000", "IsDefault": True}],
+    "Tags": ["founder"],
+}
+
+
+def create(cli, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = cli("-o", "json", "profiles", "create", "--file", "-", stdin=json.dumps(body or ADA))
+    assert result.exit_code == 0, result.output
+    profile: dict[str, Any] = result.json
+    return profile
+
+
+def events_of(cli, profile_id: int) -> list[str]:
+    result = cli("-o", "json", "events", "list", "--profile-id", str(profile_id), "--all")
+    assert result.exit_code == 0, result.output
+    return [event["EventType"] for event in result.json]
+
+
+def test_profiles_create_from_file_prints_the_profile_as_the_api_returns_it(
+    emulator: RunningEmulator, cli, tmp_path: Path
+) -> None:
+    path = tmp_path / "ada.json"
+    path.write_text(json.dumps(ADA))
+    result = cli("-o", "json", "profiles", "create", "--file", str(path))
+    assert result.exit_code == 0, result.output
+    profile = result.json
+    assert profile["ProfileId"] > 0
+    assert profile["CustomerName"] == {"FirstName": "Ada", "LastName": "Lovelace"}
+    assert set(profile["Edited"]) >= {"CreateDate", "CreatedBy"}
+    assert events_of(cli, profile["ProfileId"]) == ["profile.created"]
+
+
+def test_profiles_create_table_shows_the_fields_people_look_for(
+    emulator: RunningEmulator, cli
+) -> None:
+    result = cli("profiles", "create", "--file", "-", stdin=json.dumps(ADA))
+    assert result.exit_code == 0, result.output
+    assert "Ada Lovelace" in result.stdout
+    assert "+44 20 7946 0000 (default)" in result.stdout
+    assert "created profile" in result.stderr
+
+
+def test_profiles_create_invalid_body_exits_1_with_field_errors(
+    emulator: RunningEmulator, cli
+) -> None:
+    result = cli("profiles", "create", "--file", "-", stdin='{"Emails": [{"Address": "x"}]}')
+    assert result.exit_code == 1
+    assert "Emails[0].Address" in result.stderr
+    assert result.stdout == ""
+
+
+def test_profiles_create_from_file_that_is_not_json_exits_2(emulator: RunningEmulator, cli) -> None:
+    result = cli("profiles", "create", "--file", "-", stdin="{nope")
+    assert result.exit_code == 2
+    assert "stdin is not valid JSON" in result.stderr
+
+
+def test_profiles_get_missing_exits_4(emulator: RunningEmulator, cli) -> None:
+    result = cli("profiles", "get", "987654")
+    assert result.exit_code == 4
+    assert "profile 987654 not found" in result.stderr
+
+
+def test_profiles_search_by_email_finds_the_profile(emulator: RunningEmulator, cli) -> None:
+    profile = create(cli, {**ADA, "Emails": [{"Address": "search-me@example.com"}]})
+    result = cli("-o", "json", "profiles", "search", "--email", "search-me@example.com")
+    assert result.exit_code == 0, result.output
+    assert [p["ProfileId"] for p in result.json] == [profile["ProfileId"]]
+    table = cli("profiles", "search", "--email", "search-me@example.com")
+    assert "search-me@example.com" in table.stdout
+    assert "Ada Lovelace" in table.stdout
+
+
+def test_profiles_search_all_follows_cursors(emulator: RunningEmulator, cli) -> None:
+    ids = {create(cli, {"AlternateIds": [{"Type": "Batch", "Value": "paging"}]})["ProfileId"]}
+    ids |= {create(cli, {"AlternateIds": [{"Type": "Batch", "Value": "paging"}]})["ProfileId"]}
+    ids |= {create(cli, {"AlternateIds": [{"Type": "Batch", "Value": "paging"}]})["ProfileId"]}
+    query = ["--alternate-id-type", "Batch", "--alternate-id", "paging", "--limit", "2"]
+    one_page = cli("-o", "json", "profiles", "search", *query)
+    assert len(one_page.json) == 2
+    assert "more profiles: --cursor" in one_page.stderr
+    everything = cli("-o", "json", "profiles", "search", *query, "--all")
+    assert {p["ProfileId"] for p in everything.json} == ids
+    cursor = one_page.stderr.split("--cursor ")[1].split(",")[0]
+    rest = cli("-o", "json", "profiles", "search", *query, "--cursor", cursor)
+    assert {p["ProfileId"] for p in one_page.json + rest.json} == ids
+
+
+def test_profiles_replace_emits_only_profile_replaced(emulator: RunningEmulator, cli) -> None:
+    profile = create(cli)
+    changed = {**profile, "Tags": ["replaced"], "Emails": []}
+    result = cli(
+        "-o", "json", "profiles", "replace", str(profile["ProfileId"]), "-f", "-",
+        stdin=json.dumps(changed),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.json["Tags"] == ["replaced"]
+    assert events_of(cli, profile["ProfileId"]) == ["profile.created", "profile.replaced"]
+
+
+def test_profiles_update_with_set_pairs_changes_only_those_fields(
+    emulator: RunningEmulator, cli
+) -> None:
+    profile = create(cli)
+    profile_id = str(profile["ProfileId"])
+    result = cli(
+        "-o", "json", "profiles", "update", profile_id,
+        "--set", "CustomerName.FirstName=Augusta", "--set", "Emails.0.IsDefault=true",
+        "--set", "Tags.-=vip",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    updated = result.json
+    assert updated["CustomerName"] == {"FirstName": "Augusta", "LastName": "Lovelace"}
+    assert updated["Emails"][0]["IsDefault"] is True
+    assert updated["Tags"] == ["founder", "vip"]
+    assert updated["PhoneNumbers"] == profile["PhoneNumbers"]
+    assert events_of(cli, profile["ProfileId"])[1:] == [
+        "profile.updated",
+        "profile.updatedfull",
+        "standardfield.firstname.updated",
+        "contacts.email.updated",
+        "tag.added",
+    ]
+
+
+def test_profiles_update_merge_patch_set_clears_a_field_with_null(
+    emulator: RunningEmulator, cli
+) -> None:
+    profile = create(cli)
+    result = cli(
+        "-o", "json", "profiles", "update", str(profile["ProfileId"]),
+        "--set", "CustomerName.LastName=null",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.json["CustomerName"] == {"FirstName": "Ada"}
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        [{"op": "add", "path": "/Groups/-", "value": {"Name": "Beta"}}],
+        {"Groups": [{"Name": "Beta"}]},
+    ],
+    ids=["json-patch", "merge-patch"],
+)
+def test_profiles_update_from_file_detects_the_patch_kind(
+    emulator: RunningEmulator, cli, patch: Any
+) -> None:
+    profile = create(cli)
+    result = cli(
+        "-o", "json", "profiles", "update", str(profile["ProfileId"]), "--file", "-",
+        stdin=json.dumps(patch),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.json["Groups"] == [{"Name": "Beta", "IsActive": True}]
+    assert "group.added" in events_of(cli, profile["ProfileId"])
+
+
+def test_profiles_update_patch_that_does_not_apply_exits_1(emulator: RunningEmulator, cli) -> None:
+    profile = create(cli)
+    patch = [{"op": "remove", "path": "/Addresses/5"}]
+    result = cli(
+        "profiles", "update", str(profile["ProfileId"]), "-f", "-", stdin=json.dumps(patch)
+    )
+    assert result.exit_code == 1
+    assert "HTTP 409, PATCH" in result.stderr
+
+
+def test_profiles_update_needs_file_or_set(emulator: RunningEmulator, cli) -> None:
+    result = cli("profiles", "update", "1001")
+    assert result.exit_code == 2
+    assert "pass either --file or --set" in result.stderr
+
+
+def test_profiles_deactivate_then_reactivate(emulator: RunningEmulator, cli) -> None:
+    profile_id = str(create(cli)["ProfileId"])
+    off = cli("-o", "json", "profiles", "deactivate", profile_id, "--reason", "Moved")
+    assert off.exit_code == 0, off.output
+    assert off.json["IsActive"] is False
+    assert off.json["ReasonCode"] == "Moved"
+    on = cli("-o", "json", "profiles", "reactivate", profile_id)
+    assert on.json["IsActive"] is True
+    assert events_of(cli, int(profile_id))[1:] == ["profile.deactivated", "profile.reactivated"]
+
+
+def test_profiles_delete_without_yes_off_a_terminal_refuses(emulator: RunningEmulator, cli) -> None:
+    profile_id = str(create(cli)["ProfileId"])
+    refused = cli("profiles", "delete", profile_id)
+    assert refused.exit_code == 2
+    assert "pass --yes" in refused.stderr
+    assert cli("profiles", "get", profile_id).exit_code == 0
+
+
+def test_profiles_delete_with_yes_deletes_for_good(emulator: RunningEmulator, cli) -> None:
+    profile_id = str(create(cli)["ProfileId"])
+    result = cli("-o", "json", "profiles", "delete", profile_id, "--reason-code", "GDPR", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.json == {"profile_id": int(profile_id), "deleted": True}
+    assert cli("profiles", "get", profile_id).exit_code == 4
+    assert events_of(cli, int(profile_id))[-1] == "profile.deleted"
+
+
+# -- import ----------------------------------------------------------------------------------------
+def test_profiles_import_ndjson_creates_and_replaces_without_events(
+    emulator: RunningEmulator, cli, tmp_path: Path
+) -> None:
+    existing = create(cli)
+    records = [
+        {"ProfileId": existing["ProfileId"], "Tags": ["imported"]},
+        *({"AlternateIds": [{"Type": "Import", "Value": f"n{n}"}]} for n in range(5)),
+    ]
+    path = tmp_path / "profiles.ndjson"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    result = cli("-o", "json", "profiles", "import", str(path), "--chunk-size", "2")
+    assert result.exit_code == 0, result.output
+    job = result.json
+    assert job["State"] == "Completed"
+    assert (job["TotalRecords"], job["CreatedProfiles"], job["ReplacedProfiles"]) == (6, 5, 1)
+    assert "no events were generated" in result.stderr
+    assert events_of(cli, existing["ProfileId"]) == ["profile.created"]
+    found = cli("-o", "json", "profiles", "search", "--alternate-id-type", "Import",
+                "--alternate-id", "n3")  # fmt: skip
+    assert len(found.json) == 1
+
+
+def test_profiles_import_shows_record_errors_and_strict_exits_1(
+    emulator: RunningEmulator, cli
+) -> None:
+    records = [{"Tags": ["ok"]}, {"Emails": [{"Address": "broken"}]}, {"ProfileId": 99999999}]
+    result = cli("profiles", "import", "-", stdin=json.dumps(records))
+    assert result.exit_code == 0, result.output
+    assert "warning: record 2:" in result.stderr
+    assert "warning: record 3:" in result.stderr
+    assert "failed" in result.stdout
+    strict = cli("profiles", "import", "-", "--strict", stdin=json.dumps(records))
+    assert strict.exit_code == 1
+    assert "2 records failed" in strict.stderr
+
+
+def test_profiles_import_of_a_file_without_records_exits_2(emulator: RunningEmulator, cli) -> None:
+    result = cli("profiles", "import", "-", stdin="[]")
+    assert result.exit_code == 2
+    assert "holds no records" in result.stderr

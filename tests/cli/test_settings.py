@@ -1,0 +1,68 @@
+"""``prefctl settings get/set`` against a real emulator."""
+
+from __future__ import annotations
+
+from prefctl.emulator.serve import RunningEmulator
+from prefctl.models.settings import SETTING_RANGES
+from tests.helpers import free_port
+
+
+def test_settings_get_json_is_the_api_object(emulator: RunningEmulator, cli) -> None:
+    result = cli("-o", "json", "settings", "get")
+    assert result.exit_code == 0, result.output
+    assert set(result.json) == set(SETTING_RANGES)
+
+
+def test_settings_get_table_shows_ranges(emulator: RunningEmulator, cli) -> None:
+    result = cli("settings", "get")
+    assert "MaxConcurrentRequests" in result.stdout
+    assert "50–5000 events" in result.stdout
+
+
+def test_settings_set_changes_only_the_given_settings(emulator: RunningEmulator, cli) -> None:
+    before = cli("-o", "json", "settings", "get").json
+    result = cli("-o", "json", "settings", "set", "Duration=7", "max-delivery-attempts=12")
+    assert result.exit_code == 0, result.output
+    assert result.json == {**before, "Duration": 7, "MaxDeliveryAttempts": 12}
+    assert cli("-o", "json", "settings", "get").json == result.json
+    assert "set Duration=7, MaxDeliveryAttempts=12" in result.stderr
+
+
+def test_settings_set_out_of_range_exits_2_naming_the_range(emulator: RunningEmulator, cli) -> None:
+    before = cli("-o", "json", "settings", "get").json
+    result = cli("settings", "set", "MaxConcurrentRequests=10")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: MaxConcurrentRequests=10 is out of range 50–5000 events"
+    assert cli("-o", "json", "settings", "get").json == before
+
+
+def test_settings_set_against_the_current_values_blames_the_changed_one(
+    emulator: RunningEmulator, cli
+) -> None:
+    above = cli("settings", "set", "AlertThresholdMin=20")
+    assert above.exit_code == 2
+    assert (
+        "AlertThresholdMin=20 is out of range: AlertThresholdMin must be at most " in above.stderr
+    )
+    assert cli("settings", "set", "AlertThresholdMin=20", "AlertThresholdMax=25").exit_code == 0
+    below = cli("settings", "set", "AlertThresholdMax=10")
+    assert below.exit_code == 2
+    assert "AlertThresholdMax must be at least AlertThresholdMin (20)" in below.stderr
+    assert cli("settings", "set", "AlertThresholdMin=1", "AlertThresholdMax=15").exit_code == 0
+
+
+def test_settings_set_checks_ranges_before_any_request(
+    emulator: RunningEmulator, cli, monkeypatch
+) -> None:
+    monkeypatch.setenv("PREFCTL_API_URL", f"http://127.0.0.1:{free_port()}/api/v1")
+    assert cli("settings", "set", "Duration=301").exit_code == 2
+    assert cli("settings", "set", "Duration=3").exit_code == 5
+
+
+def test_settings_set_unknown_key_exits_2_listing_the_known_ones(
+    emulator: RunningEmulator, cli
+) -> None:
+    result = cli("settings", "set", "Speed=3")
+    assert result.exit_code == 2
+    assert "unknown setting 'Speed'" in result.stderr
+    assert "MaxConcurrentRequests" in result.stderr
