@@ -24,7 +24,7 @@ import httpx
 
 from prefctl import __version__
 from prefctl.api.problems import error_for_response
-from prefctl.auth.token_client import _reason
+from prefctl.auth.token_client import transport_error_reason
 from prefctl.errors import ConfigError, PrefctlError, UnreachableError
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class ApiClient:
             raise ConfigError(f"cannot use api_url {self.api_url!r}: {exc}") from None
         except httpx.TransportError as exc:
             raise UnreachableError(
-                f"cannot reach the REST API at {self.base_url}: {_reason(exc)}",
+                f"cannot reach the REST API at {self.base_url}: {transport_error_reason(exc)}",
                 hint=self._unreachable_hint(exc),
             ) from None
         log.debug("%s %s → %d", method, response.request.url.path, response.status_code)

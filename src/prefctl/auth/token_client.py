@@ -112,7 +112,7 @@ class TokenClient:
             ) from None
         except httpx.TransportError as exc:
             raise UnreachableError(
-                f"cannot reach the token endpoint {self.token_url}: {_reason(exc)}",
+                f"cannot reach the token endpoint {self.token_url}: {transport_error_reason(exc)}",
                 hint=self._unreachable_hint(exc),
             ) from None
 
@@ -187,7 +187,7 @@ def _json_body(response: httpx.Response) -> Any:
         return None
 
 
-def _reason(exc: httpx.TransportError) -> str:
+def transport_error_reason(exc: httpx.TransportError) -> str:
     text = str(exc) or type(exc).__name__
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "the server's TLS certificate is not trusted"

@@ -110,12 +110,14 @@ class Output:
             self.info(empty)
             return
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title, show_edge=False, header_style="bold")
         for _key, header in columns:
             table.add_column(header, overflow="fold")
         for row in rows:
-            table.add_row(*[_cell(row.get(key)) for key, _ in columns])
+            # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
+            table.add_row(*[Text(_cell(row.get(key))) for key, _ in columns])
         self.out.print(table)
 
     def record(
@@ -126,12 +128,13 @@ class Output:
             self.json(json_data if json_data is not None else data)
             return
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title, show_header=False, show_edge=False, box=None, pad_edge=False)
         table.add_column(style="bold")
         table.add_column(overflow="fold")
         for key, value in data.items():
-            table.add_row(str(key), _cell(value))
+            table.add_row(Text(str(key)), Text(_cell(value)))
         self.out.print(table)
 
     def render(self, renderable: Any) -> None:
