@@ -187,6 +187,8 @@ def start_detached(
     argv += ["--data-dir", str(data_dir), "--time-scale", repr(config.time_scale)]
     if config.tls_cert is not None and config.tls_key is not None:
         argv += ["--tls-cert", str(config.tls_cert), "--tls-key", str(config.tls_key)]
+    if config.smtp is not None:
+        argv += config.smtp.cli_args()  # the password travels in the inherited environment
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     offset = os.lseek(fd, 0, os.SEEK_END)
     env = {k: v for k, v in os.environ.items() if k != "PREFCTL_OUTPUT"}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock, utc_timestamp
+from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
 from prefctl.emulator import daemon, paths
 from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.local_profile import (
@@ -53,6 +54,7 @@ class EmulatorConfig:
     ``port`` 0 picks a free port. ``data_dir`` None means ``PREFCTL_DATA_DIR`` or the platform's
     data dir. ``config_path`` is the ``profiles.toml`` that receives profile ``local`` (None: leave
     profiles alone). ``clock``, ``seed`` and ``settings`` are seams for tests and later features.
+    ``smtp`` sends failure alerts by SMTP (None: into ``alerts.mbox`` in the data dir).
     """
 
     host: str = DEFAULT_HOST
@@ -65,6 +67,7 @@ class EmulatorConfig:
     clock: Clock | None = field(default=None, compare=False)
     seed: int | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+    smtp: SmtpSettings | None = None
 
     def resolved_data_dir(self) -> Path:
         return paths.resolve_data_dir(self.data_dir)
@@ -83,6 +86,8 @@ class EmulatorConfig:
         for path in (self.tls_cert, self.tls_key):
             if path is not None and not path.is_file():
                 raise UsageError(f"{path} does not exist or is not a file")
+        if self.smtp is not None:
+            self.smtp.validate()
 
 
 @dataclass
@@ -246,7 +251,7 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
             clock=clock,
             rng=random.Random(config.seed),
             time_scale=config.time_scale,
-            settings=dict(config.settings),
+            settings={**config.settings, SMTP_SETTING: config.smtp},
         )
         app = create_app(ctx)
         oauth.key_ring(ctx)  # create the signing key now rather than on the first request

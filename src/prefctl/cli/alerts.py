@@ -1,0 +1,120 @@
+"""``prefctl alerts``: the failure-alert emails the dispatcher sent (DESIGN §9.4).
+
+They are read from the data dir: the store's record of every alert (SMTP-sent ones included) and
+the mbox ``alerts.mbox``.
+
+    prefctl alerts list --subscription orders --since 1h
+    prefctl alerts show 3
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._context import get_state
+from prefctl.cli.app import new_group
+from prefctl.cli.emulator import DataDirOption
+
+if TYPE_CHECKING:
+    from prefctl.dispatcher.alert_log import AlertEntry
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group("alerts", "Failure-alert emails sent for dead-lettered events.")
+    group.command("list")(list_alerts)
+    group.command("show")(show_alert)
+    root.add_typer(group)
+
+
+def list_alerts(
+    subscription: Annotated[
+        str | None,
+        typer.Option(
+            "--subscription",
+            "-s",
+            metavar="NAME|ID",
+            help="Only alerts of this subscription (its Name or Id).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Only alerts written at or after TIME: RFC 3339, or an age such as 15m, 2h, 3d.",
+            show_default=False,
+        ),
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """List the alert emails, oldest first, whether they went by SMTP or into alerts.mbox."""
+    from prefctl.cli._delivery_options import moment
+    from prefctl.dispatcher import alert_log
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    start = moment(since, "--since")
+    entries = alert_log.list_alerts(
+        resolve_data_dir(data_dir), subscription=subscription, since=start
+    )
+    records = [entry.to_dict() for entry in entries]
+    rows = [_row(record) for record in records]
+    state.out.table(
+        rows,
+        [
+            ("id", "ID"),
+            ("created_at", "WRITTEN"),
+            ("subscription", "SUBSCRIPTION"),
+            ("kind", "KIND"),
+            ("dead_letters", "DEAD LETTERS"),
+            ("sink", "SENT BY"),
+            ("recipients", "TO"),
+        ],
+        json_rows=records,
+        empty="no alerts",
+    )
+
+
+def show_alert(
+    alert: Annotated[
+        str, typer.Argument(metavar="ID", help="The alert's ID (from 'alerts list') or Message-ID.")
+    ],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Show one alert email as its recipients read it, with how it was sent."""
+    from prefctl.dispatcher import alert_log
+    from prefctl.emulator.paths import resolve_data_dir
+
+    state = get_state()
+    entry = alert_log.show_alert(resolve_data_dir(data_dir), alert)
+    record = entry.to_dict()
+    if state.json:
+        state.out.json({**record, "body": entry.message.get_content(), "message": _text(entry)})
+        return
+    sending = {
+        "id": record["id"],
+        "sent by": record["sink"] if record["state"] == "sent" else "not sent yet",
+        "sent at": record["sent_at"],
+        "smtp error": record["smtp_error"],
+    }
+    state.out.record({key: value for key, value in sending.items() if value is not None})
+    state.out.line("")
+    for name in ("From", "To", "Subject", "Date", "Message-ID"):
+        state.out.line(f"{name}: {entry.message[name]}")
+    state.out.line("")
+    state.out.line(entry.message.get_content().rstrip("\n"))
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    name, number = record["subscription_name"], record["subscription_id"]
+    kind = record["kind"] if record["state"] == "sent" else f"{record['kind']} (pending)"
+    return {**record, "subscription": f"{name} ({number})", "kind": kind}
+
+
+def _text(entry: AlertEntry) -> str:
+    if entry.record is not None:
+        return entry.record.message
+    return entry.message.as_string()

@@ -1,0 +1,279 @@
+"""Where failure-alert emails go (``Mailer``), and reading them back from the mbox.
+
+What an alert says is ``dispatcher/alert_email.py``. Sinks: SMTP when configured
+(``SmtpSettings``: host, port, STARTTLS, user; the password only from ``PREFCTL_SMTP_PASSWORD``),
+otherwise the mbox ``alerts.mbox`` in the data dir, appended under its lock.
+
+**[decision]** When SMTP fails (server down, refused, a certificate that does not verify, no
+recipients), the alert is appended to the mbox instead; the SMTP error is logged as a warning and
+kept with the alert's record. An alert is never lost.
+
+    >>> mailer = Mailer(MboxSink(data_dir / MBOX_FILE), SmtpSink(SmtpSettings("mail.example")))
+    >>> mailer.send(compose(content, message_id=..., sender=mailer.sender)).sink
+    'smtp'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from prefctl.errors import AuthError, PrefctlError, UnreachableError, UsageError
+from prefctl.logs import register_secret
+
+if TYPE_CHECKING:
+    import mailbox
+
+__all__ = [
+    "DEFAULT_SENDER",
+    "ENV_SMTP_FROM",
+    "ENV_SMTP_HOST",
+    "ENV_SMTP_PASSWORD",
+    "ENV_SMTP_PORT",
+    "ENV_SMTP_STARTTLS",
+    "ENV_SMTP_USER",
+    "MBOX_FILE",
+    "SMTP_SETTING",
+    "Mailer",
+    "MboxSink",
+    "Sent",
+    "SmtpSettings",
+    "SmtpSink",
+    "parse_message",
+    "read_mbox",
+]
+
+log = logging.getLogger(__name__)
+
+MBOX_FILE = "alerts.mbox"
+# The key of ``EmulatorContext.settings`` holding the emulator's SmtpSettings (or None).
+SMTP_SETTING = "alerts.smtp"
+ENV_SMTP_PASSWORD = "PREFCTL_SMTP_PASSWORD"
+ENV_SMTP_HOST = "PREFCTL_SMTP_HOST"
+ENV_SMTP_PORT = "PREFCTL_SMTP_PORT"
+ENV_SMTP_STARTTLS = "PREFCTL_SMTP_STARTTLS"
+ENV_SMTP_USER = "PREFCTL_SMTP_USER"
+ENV_SMTP_FROM = "PREFCTL_SMTP_FROM"
+DEFAULT_SENDER = "prefctl alerts <alerts@localhost>"
+DEFAULT_SMTP_PORT = 25
+SMTP_TIMEOUT_SECONDS = 10.0
+MBOX_LOCK_TIMEOUT_SECONDS = 5.0
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+# -- sinks ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SmtpSettings:
+    """Where alert emails go by SMTP. The password is read from ``PREFCTL_SMTP_PASSWORD`` when
+    sending, never stored here; ``ca_file`` adds trust for a STARTTLS server (system CAs and
+    ``SSL_CERT_FILE`` are always used)."""
+
+    host: str
+    port: int = DEFAULT_SMTP_PORT
+    starttls: bool = False
+    user: str | None = None
+    sender: str = DEFAULT_SENDER
+    timeout: float = SMTP_TIMEOUT_SECONDS
+    ca_file: Path | None = None
+
+    def validate(self, env: Mapping[str, str] | None = None) -> None:
+        """Raise UsageError (exit 2) for settings that cannot work."""
+        env = os.environ if env is None else env
+        if not self.host:
+            raise UsageError("--smtp-host must not be empty")
+        if not 0 < self.port <= 65535:
+            raise UsageError(f"--smtp-port must be 1 to 65535, not {self.port}")
+        if self.user and not env.get(ENV_SMTP_PASSWORD):
+            raise UsageError(
+                f"--smtp-user needs the password in {ENV_SMTP_PASSWORD}",
+                hint=f"export {ENV_SMTP_PASSWORD}=… before starting",
+            )
+        if self.user and not self.starttls and self.host not in _LOOPBACK:
+            raise UsageError(
+                "--smtp-user without --smtp-starttls would send the password in clear text",
+                hint="add --smtp-starttls",
+            )
+
+    def cli_args(self) -> list[str]:
+        """The ``prefctl emulator start`` options that give these settings (a detached emulator
+        is started with them)."""
+        args = ["--smtp-host", self.host, "--smtp-port", str(self.port)]
+        if self.starttls:
+            args.append("--smtp-starttls")
+        if self.user:
+            args += ["--smtp-user", self.user]
+        if self.sender != DEFAULT_SENDER:
+            args += ["--smtp-from", self.sender]
+        return args
+
+    def password(self, env: Mapping[str, str] | None = None) -> str | None:
+        value = (os.environ if env is None else env).get(ENV_SMTP_PASSWORD) or None
+        register_secret(value)
+        return value
+
+
+class SmtpSink:
+    """Sends an alert through an SMTP server (STARTTLS and login when configured)."""
+
+    name: Literal["smtp"] = "smtp"
+
+    def __init__(self, settings: SmtpSettings) -> None:
+        self.settings = settings
+
+    def deliver(self, message: EmailMessage) -> None:
+        import smtplib
+        import ssl
+        from email.utils import getaddresses, parseaddr
+
+        s = self.settings
+        where = f"the SMTP server {s.host}:{s.port}"
+        recipients = [address for _, address in getaddresses(message.get_all("To", [])) if address]
+        if not recipients:
+            raise UsageError("the alert has no recipients", hint="enable alerts with --recipient")
+        try:
+            with smtplib.SMTP(
+                s.host, s.port, timeout=s.timeout, local_hostname=socket.gethostname()
+            ) as smtp:
+                if s.starttls:
+                    context = ssl.create_default_context()
+                    if s.ca_file is not None:
+                        context.load_verify_locations(cafile=str(s.ca_file))
+                    smtp.starttls(context=context)
+                if s.user:
+                    smtp.login(s.user, self.settings.password() or "")
+                smtp.send_message(message, from_addr=parseaddr(s.sender)[1], to_addrs=recipients)
+        except smtplib.SMTPAuthenticationError as exc:
+            raise AuthError(f"{where} refused the login of {s.user!r}: {_reply(exc)}") from None
+        except smtplib.SMTPRecipientsRefused as exc:
+            raise PrefctlError(f"{where} refused the recipients {sorted(exc.recipients)}") from None
+        except smtplib.SMTPResponseException as exc:
+            raise PrefctlError(f"{where} answered {_reply(exc)}") from None
+        except (smtplib.SMTPException, OSError) as exc:
+            raise UnreachableError(f"cannot send through {where}: {exc}") from None
+
+
+def _reply(exc: Exception) -> str:
+    code = getattr(exc, "smtp_code", "")
+    text = getattr(exc, "smtp_error", b"")
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    return f"{code} {text}".strip()
+
+
+class MboxSink:
+    """Appends alerts to an mbox file (created 0600), under the mailbox lock."""
+
+    name: Literal["mbox"] = "mbox"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def deliver(self, message: EmailMessage) -> None:
+        import mailbox
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+            with _locked_mbox(self.path) as box:
+                box.add(message)
+                box.flush()
+        except (OSError, mailbox.Error) as exc:
+            raise PrefctlError(f"cannot append the alert to {self.path}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """Which sink took an alert, and why SMTP did not when it was tried and failed."""
+
+    sink: Literal["smtp", "mbox"]
+    smtp_error: str | None = None
+
+
+class Mailer:
+    """SMTP when configured, else the mbox; SMTP failures fall back to the mbox."""
+
+    def __init__(self, mbox: MboxSink, smtp: SmtpSink | None = None) -> None:
+        self.mbox = mbox
+        self.smtp = smtp
+
+    @classmethod
+    def for_data_dir(cls, data_dir: Path, smtp: SmtpSettings | None = None) -> Mailer:
+        """SMTP with ``smtp`` when given, and ``alerts.mbox`` in ``data_dir``."""
+        return cls(MboxSink(data_dir / MBOX_FILE), SmtpSink(smtp) if smtp else None)
+
+    @property
+    def sender(self) -> str:
+        """The From of the alerts: the SMTP sender when SMTP is configured."""
+        return self.smtp.settings.sender if self.smtp else DEFAULT_SENDER
+
+    def send(self, message: EmailMessage) -> Sent:
+        """Deliver ``message``; raises PrefctlError only when the mbox cannot take it either."""
+        if self.smtp is None:
+            self.mbox.deliver(message)
+            return Sent("mbox")
+        try:
+            self.smtp.deliver(message)
+        except PrefctlError as exc:
+            log.warning("alert %s went to %s: %s", message["Message-ID"], self.mbox.path, exc)
+            self.mbox.deliver(message)
+            return Sent("mbox", smtp_error=exc.message)
+        return Sent("smtp")
+
+
+# -- reading --------------------------------------------------------------------------------------
+def parse_message(text: str | bytes) -> EmailMessage:
+    """An alert's stored text as a message (headers decoded, ``get_content()`` for the body)."""
+    from email import message_from_bytes, message_from_string
+    from email.policy import default
+
+    if isinstance(text, bytes):
+        parsed = message_from_bytes(text, policy=default)
+    else:
+        parsed = message_from_string(text, policy=default)
+    assert isinstance(parsed, EmailMessage)  # the default policy makes EmailMessages
+    return parsed
+
+
+def read_mbox(path: Path) -> list[EmailMessage]:
+    """Every message of the mbox at ``path`` (none when it does not exist), read under its lock."""
+    import mailbox
+
+    if not path.is_file():
+        return []
+    try:
+        with _locked_mbox(path) as box:
+            return [parse_message(box.get_bytes(key)) for key in box.iterkeys()]
+    except (OSError, mailbox.Error) as exc:
+        raise PrefctlError(f"cannot read {path}: {exc}") from None
+
+
+@contextmanager
+def _locked_mbox(path: Path) -> Iterator[mailbox.mbox]:
+    """The mbox at ``path``, locked. The lock does not wait by itself: a writer and a reader
+    may meet, so it is retried for a bounded time."""
+    import mailbox
+
+    box = mailbox.mbox(path, create=False)
+    try:
+        deadline = time.monotonic() + MBOX_LOCK_TIMEOUT_SECONDS
+        while True:
+            try:
+                box.lock()
+                break
+            except mailbox.ExternalClashError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        try:
+            yield box
+        finally:
+            box.unlock()
+    finally:
+        box.close()

@@ -1,0 +1,176 @@
+"""Failure-alert emails (migration ``0004_alerts``): every alert written, with its full RFC 5322
+text, whichever sink took it, so ``prefctl alerts`` can show the ones sent by SMTP too.
+
+An alert is recorded as pending before it is sent (an outbox), then marked with the sink that took
+it. Incidents, which decide when alerts are written, are in ``store/alert_incidents.py``.
+
+    >>> alert_id = add_alert(conn, NewAlert(...))      # pending
+    >>> set_alert_message(conn, alert_id, message.as_string())
+    >>> mark_sent(conn, alert_id, sink="mbox", at=now, smtp_error=None)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import orjson
+
+__all__ = [
+    "AlertKind",
+    "AlertRecord",
+    "NewAlert",
+    "add_alert",
+    "get_alert",
+    "last_alert_at",
+    "list_alerts",
+    "mark_sent",
+    "pending_alerts",
+    "set_alert_message",
+]
+
+AlertKind = Literal["opened", "update", "paused", "recovered"]
+Sink = Literal["smtp", "mbox"]
+
+
+@dataclass(frozen=True, slots=True)
+class NewAlert:
+    """An alert to record before it is sent (state ``pending``)."""
+
+    incident_id: int
+    service_client_id: str
+    subscription_id: int
+    subscription_name: str
+    kind: AlertKind
+    sequence: int
+    dead_letters: int
+    incident_dead_letters: int
+    recipients: Sequence[str]
+    subject: str
+    message_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRecord:
+    """An alert email as recorded: what it reported, where it went, and its full text."""
+
+    id: int
+    incident_id: int
+    service_client_id: str
+    subscription_id: int
+    subscription_name: str
+    kind: AlertKind
+    sequence: int
+    dead_letters: int
+    incident_dead_letters: int
+    recipients: list[str]
+    subject: str
+    message_id: str
+    message: str
+    created_at: float
+    state: Literal["pending", "sent"]
+    sink: Sink | None
+    sent_at: float | None
+    smtp_error: str | None
+
+
+# -- alert emails ---------------------------------------------------------------------------------
+def last_alert_at(conn: sqlite3.Connection, subscription_id: int) -> float | None:
+    """When the subscription's latest alert was written (any incident)."""
+    row = conn.execute(
+        "SELECT max(created_at) FROM alert_messages WHERE subscription_id = ?", (subscription_id,)
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def add_alert(conn: sqlite3.Connection, alert: NewAlert) -> int:
+    """Record an alert as pending; its text comes with ``set_alert_message``. Returns its id."""
+    cursor = conn.execute(
+        "INSERT INTO alert_messages (incident_id, service_client_id, subscription_id,"
+        " subscription_name, kind, sequence, dead_letters, incident_dead_letters, recipients,"
+        " subject, message_id, message, created_at, state)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 'pending')",
+        (
+            alert.incident_id,
+            alert.service_client_id,
+            alert.subscription_id,
+            alert.subscription_name,
+            alert.kind,
+            alert.sequence,
+            alert.dead_letters,
+            alert.incident_dead_letters,
+            orjson.dumps(list(alert.recipients)).decode(),
+            alert.subject,
+            alert.message_id,
+            alert.created_at,
+        ),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def set_alert_message(conn: sqlite3.Connection, alert_id: int, message: str) -> None:
+    conn.execute("UPDATE alert_messages SET message = ? WHERE id = ?", (message, alert_id))
+
+
+def pending_alerts(conn: sqlite3.Connection) -> list[AlertRecord]:
+    """Alerts written but not yet sent, oldest first."""
+    rows = conn.execute("SELECT * FROM alert_messages WHERE state = 'pending' ORDER BY id")
+    return [_alert(row) for row in rows]
+
+
+def mark_sent(
+    conn: sqlite3.Connection, alert_id: int, *, sink: Sink, at: float, smtp_error: str | None
+) -> None:
+    conn.execute(
+        "UPDATE alert_messages SET state = 'sent', sink = ?, sent_at = ?, smtp_error = ?"
+        " WHERE id = ?",
+        (sink, at, smtp_error, alert_id),
+    )
+
+
+def get_alert(conn: sqlite3.Connection, alert_id: int) -> AlertRecord | None:
+    row = conn.execute("SELECT * FROM alert_messages WHERE id = ?", (alert_id,)).fetchone()
+    return _alert(row) if row else None
+
+
+def list_alerts(
+    conn: sqlite3.Connection,
+    *,
+    subscription_id: int | None = None,
+    since: float | None = None,
+) -> list[AlertRecord]:
+    """Alerts written, oldest first, filtered by subscription and creation time."""
+    rows = conn.execute(
+        "SELECT * FROM alert_messages"
+        " WHERE (:subscription IS NULL OR subscription_id = :subscription)"
+        " AND (:since IS NULL OR created_at >= :since) ORDER BY id",
+        {"subscription": subscription_id, "since": since},
+    )
+    return [_alert(row) for row in rows]
+
+
+# -- rows -----------------------------------------------------------------------------------------
+def _alert(row: sqlite3.Row) -> AlertRecord:
+    return AlertRecord(
+        id=row["id"],
+        incident_id=row["incident_id"],
+        service_client_id=row["service_client_id"],
+        subscription_id=row["subscription_id"],
+        subscription_name=row["subscription_name"],
+        kind=row["kind"],
+        sequence=row["sequence"],
+        dead_letters=row["dead_letters"],
+        incident_dead_letters=row["incident_dead_letters"],
+        recipients=list(orjson.loads(row["recipients"])),
+        subject=row["subject"],
+        message_id=row["message_id"],
+        message=row["message"],
+        created_at=row["created_at"],
+        state=row["state"],
+        sink=row["sink"],
+        sent_at=row["sent_at"],
+        smtp_error=row["smtp_error"],
+    )
