@@ -39,7 +39,7 @@ MAX_TOKEN_LIFETIME_MINUTES = 24 * 60
 
 # Seeders of a new account, run inside the bootstrap transaction: "module:function", each called
 # as function(conn, account, clock). The REST API adds its seeded programs here.
-ACCOUNT_SEEDERS: tuple[str, ...] = ()
+ACCOUNT_SEEDERS: tuple[str, ...] = ("prefctl.emulator.routes.programs:seed_account_programs",)
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")

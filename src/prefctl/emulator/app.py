@@ -29,7 +29,12 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 # Route modules, in registration order. Each exposes register(app, ctx).
-EXTENSIONS: tuple[str, ...] = ("prefctl.emulator.oauth",)
+EXTENSIONS: tuple[str, ...] = (
+    "prefctl.emulator.oauth",
+    "prefctl.emulator.provisioning",
+    "prefctl.emulator.api",
+    "prefctl.dispatcher.service",
+)
 
 API_PATH = "/api/v1"
 
@@ -141,7 +146,7 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
     )
     app.state.ctx = ctx
 
-    @app.get("/healthz", summary="Readiness")
+    @app.get("/healthz", summary="Readiness", response_model=None)
     def healthz() -> JSONResponse:
         try:
             ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()

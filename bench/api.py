@@ -1,0 +1,387 @@
+"""Benchmark the emulator's profile PATCH path (DESIGN §12.5; results in docs/performance.md).
+
+One emulator (``prefctl emulator start`` in its own process) on 127.0.0.1 with 10 subscriptions
+created directly in its store, Succeeded + Active and pointing to a closed port, each selecting
+every event type the PATCHes produce. ``wrk`` with ``bench/api_patch.lua`` then sends merge
+patches to a pool of profiles; each PATCH authenticates its Bearer token, applies and validates the
+patch, computes 5 events and writes the profile, the events and 50 deliveries in one transaction.
+Deliveries just queue (the port is closed; a dispatcher, if one runs, fails them and retries).
+
+Printed: PATCH requests/s, p50/p90/p99 latency, non-2xx answers, the events and deliveries the
+store gained per PATCH (a check that event generation and fan-out really ran), and the server's
+CPU per request. Target: ≥ 500 PATCH/s on this 2-core machine.
+
+``--py-spy PATH`` samples the server with py-spy during the run and prints the functions holding
+most of the samples (own time and inclusive), the profile that guided the hot-path work.
+
+Needs wrk on PATH. Run: ``.venv/bin/python bench/api.py [--duration 10] [--connections 16]
+[--json] [--py-spy /path/to/py-spy]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "bench" / "api_patch.lua"
+SUBSCRIPTIONS = 10
+PROFILES = 200
+EVENT_TYPES = (
+    ("Profile", "profile.updated"),
+    ("Profile", "profile.updatedfull"),
+    ("StandardFields", "standardfield.firstname.updated"),
+    ("Tags", "tag.added"),
+    ("Tags", "tag.deleted"),
+)
+
+
+@dataclass
+class Result:
+    connections: int
+    patches_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    non_2xx: int
+    socket_errors: int
+    events_per_patch: float
+    deliveries_per_patch: float
+    server_cpu_ms_per_patch: float
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def prepare_store(data_dir: Path) -> dict[str, str]:
+    """Bootstrap the account and add the subscriptions; returns the local credentials."""
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.store import subscriptions
+    from prefctl.store.db import transaction
+
+    clock = SystemClock()
+    closed_port = free_port()  # nothing listens there
+    with admin.open_admin_store(data_dir) as conn:
+        boot = admin.bootstrap(conn, clock)
+        account = boot.account.service_client_id
+        now = clock.now().timestamp()
+        with transaction(conn):
+            for number in range(SUBSCRIPTIONS):
+                record = subscriptions.create_subscription(
+                    conn,
+                    account,
+                    {
+                        "Name": f"bench-{number}",
+                        "Url": f"http://127.0.0.1:{closed_port}/hook/{number}",
+                        "State": "Active",
+                        "CatchUpOnResume": False,
+                        "Subscriptions": [
+                            {"Entity": entity, "EventType": event_type}
+                            for entity, event_type in EVENT_TYPES
+                        ],
+                    },
+                    actor="bench",
+                    now=now,
+                )
+                subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=now)
+    creds = boot.credentials
+    return {
+        "account": account,
+        "user_id": creds.user_id,
+        "client_id": creds.client_id,
+        "client_secret": creds.client_secret,
+    }
+
+
+def start_emulator(data_dir: Path, port: int, config: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PREFCTL_CONFIG": str(config)}
+    command = [sys.executable, "-m", "prefctl", "-q", "emulator", "start"]
+    command += ["--port", str(port), "--data-dir", str(data_dir)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the emulator exited early with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("the emulator did not become ready in 30 s")
+
+
+def request(method: str, url: str, body: Any, headers: dict[str, str]) -> Any:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    call = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(call, timeout=10) as answer:
+        return json.loads(answer.read() or b"null")
+
+
+def token(base: str, creds: dict[str, str]) -> str:
+    import base64
+
+    basic = base64.b64encode(f"{creds['client_id']}:{creds['client_secret']}".encode()).decode()
+    form = f"grant_type=client_credentials&scope={creds['account']}/{creds['user_id']}".encode()
+    answer = request(
+        "POST",
+        f"{base}/oauth2/v1/token",
+        form,
+        {"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    return str(answer["access_token"])
+
+
+def create_profiles(api: str, bearer: str, count: int) -> list[int]:
+    headers = {"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"}
+    profile = {
+        "CustomerName": {"FirstName": "Ann", "LastName": "Lee"},
+        "Emails": [{"Address": "ann@example.com", "IsDefault": True}],
+        "ProfilePreferences": [
+            {
+                "Program": "Newsletter",
+                "Filter": "Weekly Digest",
+                "Channel": "Email",
+                "Status": "OptIn",
+            }
+        ],
+        "Tags": ["start"],
+    }
+    return [request("POST", f"{api}/profiles", profile, headers)["ProfileId"] for _ in range(count)]
+
+
+def run_wrk(url: str, args: list[str], connections: int, duration: float) -> dict[str, int]:
+    command = [
+        "wrk",
+        f"-t{min(2, connections)}",
+        f"-c{connections}",
+        f"-d{duration:g}s",
+        "--timeout",
+        "5s",
+    ]
+    command += ["-s", str(LUA), url, "--", *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("WRK_JSON "):
+            return dict(json.loads(line[len("WRK_JSON ") :]))
+    raise SystemExit(f"no summary from wrk:\n{done.stdout}\n{done.stderr}")
+
+
+def store_counts(store: Path) -> tuple[int, int, int]:
+    """(PATCHes written, events, deliveries): each PATCH writes one profile.updated."""
+    conn = sqlite3.connect(store)
+    try:
+        patches = conn.execute(
+            "SELECT count(*) FROM events WHERE event_type = 'profile.updated'"
+        ).fetchone()[0]
+        events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        deliveries = conn.execute("SELECT count(*) FROM deliveries").fetchone()[0]
+    finally:
+        conn.close()
+    return int(patches), int(events), int(deliveries)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# Where a PATCH's time goes: each component is the first of these functions found in a sample's
+# stack, looked up from the innermost frame out (so a store call inside the writer counts as the
+# store call). Everything else is the HTTP server, the framework and thread hand-offs.
+COMPONENTS = (
+    ("COMMIT / BEGIN (store.db.transaction)", "transaction (prefctl/store/db.py"),
+    ("add_deliveries (fan-out rows)", "add_deliveries (prefctl/store/deliveries.py"),
+    ("insert_events", "insert_events (prefctl/store/events.py"),
+    ("save_profile", "save_profile (prefctl/store/profiles.py"),
+    ("get_profile", "get_profile (prefctl/store/profiles.py"),
+    ("fanout_targets", "fanout_targets (prefctl/store/subscriptions.py"),
+    ("matches (selection per event and subscription)", "matches (prefctl/emulator/matching.py"),
+    ("events_for_change (event generation)", "events_for_change (prefctl/emulator/changes.py"),
+    ("route: patch, validate, dump (routes/profiles.py)", "change (prefctl/emulator/routes/"),
+    ("authenticate_bearer (JWT + token checks)", "authenticate_bearer (prefctl/emulator/oauth.py"),
+    ("ProfileWriter other (deepcopy, prepare)", "ProfileWriter."),
+)
+
+
+def _frames(stack: str) -> list[str]:
+    return [frame.split(" (")[0] + " (" + frame.split(" (")[-1] for frame in stack.split(";")]
+
+
+def hot_functions(raw: Path, top: int = 20) -> list[tuple[str, float, float]]:
+    """(function, own %, inclusive %) from py-spy's raw (collapsed stacks) output."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = _frames(stack)
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    ranked = sorted(inclusive, key=lambda f: own[f], reverse=True)[:top]
+    return [(f, 100 * own[f] / total, 100 * inclusive[f] / total) for f in ranked]
+
+
+def components(raw: Path) -> list[tuple[str, float]]:
+    """Share of the samples per COMPONENTS entry (the rest: server, framework, hand-offs)."""
+    shares: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = _frames(stack)
+        name = "HTTP server, framework, thread hand-offs"
+        for frame in reversed(frames):
+            match = next((label for label, key in COMPONENTS if key in frame), None)
+            if match is not None:
+                name = match
+                break
+        shares[name] += count
+    return [(name, 100 * count / max(total, 1)) for name, count in shares.most_common()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--py-spy", help="path to py-spy: sample the server during the run")
+    parser.add_argument("--py-spy-raw", help="keep py-spy's collapsed stacks in this file")
+    options = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not on PATH (Debian: apt-get install -y wrk)")
+
+    with tempfile.TemporaryDirectory(prefix="prefctl-bench-api-") as tmp_name:
+        tmp = Path(tmp_name)
+        data_dir = tmp / "data"
+        creds = prepare_store(data_dir)
+        port = free_port()
+        server = start_emulator(data_dir, port, tmp / "profiles.toml")
+        try:
+            base = f"http://127.0.0.1:{port}"
+            bearer = token(base, creds)
+            api = f"{base}/api/v1/{creds['account']}"
+            ids = create_profiles(api, bearer, PROFILES)
+            wrk_args = [bearer, f"/api/v1/{creds['account']}/profiles", ",".join(map(str, ids))]
+            run_wrk(base, wrk_args, options.connections[0], 2)  # warm-up
+            results = []
+            spy = None
+            for connections in options.connections:
+                before = store_counts(data_dir / "emulator.db")
+                cpu_before = cpu_seconds(server.pid)
+                if options.py_spy and spy is None:
+                    raw = tmp / "py-spy.txt"
+                    spy = subprocess.Popen(
+                        [
+                            options.py_spy,
+                            "record",
+                            "--gil",
+                            "--pid",
+                            str(server.pid),
+                            "--format",
+                            "raw",
+                            "--duration",
+                            str(int(options.duration)),
+                            "--rate",
+                            "200",
+                            "--output",
+                            str(raw),
+                            "--nonblocking",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                stats = run_wrk(base, wrk_args, connections, options.duration)
+                cpu = cpu_seconds(server.pid) - cpu_before
+                after = store_counts(data_dir / "emulator.db")
+                written = max(after[0] - before[0], 1)
+                ok = stats["requests"] - stats["status_errors"]
+                seconds = stats["duration_us"] / 1e6
+                results.append(
+                    Result(
+                        connections=connections,
+                        patches_per_s=round(ok / seconds, 1),
+                        p50_ms=round(stats["p50_us"] / 1000, 2),
+                        p90_ms=round(stats["p90_us"] / 1000, 2),
+                        p99_ms=round(stats["p99_us"] / 1000, 2),
+                        non_2xx=stats["status_errors"],
+                        socket_errors=stats["connect_errors"]
+                        + stats["read_errors"]
+                        + stats["write_errors"]
+                        + stats["timeouts"],
+                        events_per_patch=round((after[1] - before[1]) / written, 2),
+                        deliveries_per_patch=round((after[2] - before[2]) / written, 2),
+                        server_cpu_ms_per_patch=round(1000 * cpu / max(stats["requests"], 1), 3),
+                    )
+                )
+            hot: list[tuple[str, float, float]] = []
+            parts: list[tuple[str, float]] = []
+            if spy is not None:
+                spy.wait(timeout=60)
+                hot = hot_functions(tmp / "py-spy.txt")
+                parts = components(tmp / "py-spy.txt")
+                if options.py_spy_raw:
+                    shutil.copyfile(tmp / "py-spy.txt", options.py_spy_raw)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+
+    if options.json:
+        print(
+            json.dumps(
+                {"results": [asdict(r) for r in results], "components": parts, "hot": hot},
+                indent=2,
+            )
+        )
+        return
+    print(f"profile PATCH with event generation and fan-out to {SUBSCRIPTIONS} subscriptions")
+    print(
+        f"{'conns':>5} {'PATCH/s':>8} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'non2xx':>6}"
+        f" {'events/PATCH':>12} {'deliv/PATCH':>11} {'cpu ms/PATCH':>12}"
+    )
+    for r in results:
+        print(
+            f"{r.connections:>5} {r.patches_per_s:>8} {r.p50_ms:>7} {r.p90_ms:>7} {r.p99_ms:>7}"
+            f" {r.non_2xx:>6} {r.events_per_patch:>12} {r.deliveries_per_patch:>11}"
+            f" {r.server_cpu_ms_per_patch:>12}"
+        )
+    target = "met" if max(r.patches_per_s for r in results) >= 500 else "NOT met"
+    print(f"target ≥ 500 PATCH/s: {target}")
+    if parts:
+        print("\nwhere the server's time goes (py-spy, GIL-holding samples, first run):")
+        for name, share in parts:
+            print(f"{share:6.1f} %  {name}")
+    if hot:
+        print("\nhottest functions (same samples): own %  inclusive %")
+        for function, own_share, inclusive_share in hot:
+            print(f"{own_share:6.1f} {inclusive_share:6.1f}  {function}")
+
+
+if __name__ == "__main__":
+    main()

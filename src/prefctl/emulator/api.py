@@ -1,0 +1,305 @@
+"""The emulator's REST API extension (DESIGN §7.2): routers, RFC 9457 errors, limits, OpenAPI.
+
+``register(app, ctx)`` (listed in ``app.EXTENSIONS``) does four things:
+
+1. includes the routers of ``prefctl.emulator.routes`` (profiles, imports, programs, events,
+   settings, and subscriptions and the validation URL once those modules exist);
+2. answers **every** error as ``application/problem+json`` ``{type, title, status, detail,
+   errors?}``: ``ProblemError``s, ``PrefctlError``s (see ``routes._common.problem_for``), FastAPI's
+   request validation (400, ``errors: [{field, message}]`` with the wire path of each field),
+   Starlette's HTTP errors (404 for an unknown path, 405 with ``Allow``), and anything unexpected
+   (500, logged; the test suite fuzzes the API to prove none happen). A store still locked by
+   another process after the busy timeout is a 503 with ``Retry-After``;
+3. refuses request bodies over ``MAX_BODY_BYTES`` with 413: at once when ``Content-Length`` says
+   so, else while the body is read, so an oversized body is never held in memory;
+4. serves an OpenAPI at ``/openapi.json`` that says so: FastAPI's 422 answers replaced by the 400
+   problem, every account route documents 400, 401, 403 (and 404, 413, 415 where they apply) and
+   the permission it requires (``x-permission``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from prefctl.emulator.app import API_PATH, EmulatorContext
+from prefctl.emulator.routes._common import (
+    ACCOUNT_PREFIX,
+    MAX_BODY_BYTES,
+    PROBLEM_MEDIA_TYPE,
+    ProblemError,
+    permission_of,
+    problem_for,
+    problem_response,
+)
+from prefctl.errors import PrefctlError
+from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
+
+__all__ = ["BodyLimit", "register"]
+
+log = logging.getLogger(__name__)
+
+# Route modules under prefctl.emulator.routes, each exposing ``router``; optional ones are
+# included when they exist (they are built separately).
+ROUTERS: tuple[str, ...] = ("profiles", "imports", "programs", "events", "settings")
+OPTIONAL_ROUTERS: tuple[str, ...] = ("subscriptions", "validation")
+
+_BODY_METHODS = frozenset({"post", "put", "patch"})
+_PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+_STANDARD_ERRORS = {
+    "400": "The request is invalid: a parameter or the body (each field in `errors`).",
+    "401": "The Bearer token is missing, malformed, expired, tampered with or revoked.",
+    "403": "The token belongs to another account, or its user lacks the permission.",
+}
+_BODY_ERRORS = {
+    "413": f"The request body is larger than {MAX_BODY_BYTES} bytes.",
+    "415": "The Content-Type is not one this operation accepts.",
+}
+_NOT_FOUND = "The resource does not exist in this account."
+
+
+def register(app: FastAPI, ctx: EmulatorContext) -> None:
+    """Add the REST API to the emulator's ``app`` (see the module docstring)."""
+    del ctx  # routes reach the context through the request (routes._common.get_ctx)
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    modules = [f"prefctl.emulator.routes.{name}" for name in ROUTERS]
+    modules += [
+        module
+        for module in (f"prefctl.emulator.routes.{name}" for name in OPTIONAL_ROUTERS)
+        if importlib.util.find_spec(module) is not None
+    ]
+    routers: list[APIRouter] = [importlib.import_module(module).router for module in modules]
+    for router in routers:
+        app.include_router(router)
+    permissions = _permissions(routers)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document(app, permissions)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# -- errors ----------------------------------------------------------------------------------------
+Handler = Callable[[Request, Any], Awaitable[Response]]
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    handlers: dict[type[Exception], Handler] = {
+        ProblemError: _on_problem,
+        HTTPException: _on_http_error,
+        RequestValidationError: _on_validation_error,
+        PrefctlError: _on_prefctl_error,
+        ClientDisconnect: _on_client_disconnect,
+        sqlite3.OperationalError: _on_store_error,
+        Exception: _on_unexpected_error,
+    }
+    for exc_class, handler in handlers.items():
+        app.add_exception_handler(exc_class, handler)
+
+
+async def _on_problem(_request: Request, exc: ProblemError) -> Response:
+    return problem_response(exc.problem, exc.headers)
+
+
+async def _on_http_error(request: Request, exc: HTTPException) -> Response:
+    # Starlette's own errors: 404 (no such path), 405 (with Allow), and any HTTPException a
+    # dependency raises. Their detail defaults to the status phrase, which the title already says.
+    problem = ProblemError(exc.status_code).problem
+    if exc.status_code == 404:
+        problem.detail = f"no resource at {request.url.path}"
+    elif exc.status_code == 405:
+        problem.detail = f"{request.method} is not allowed on {request.url.path}"
+    elif exc.detail and exc.detail != problem.title:
+        problem.detail = str(exc.detail)
+    return problem_response(problem, exc.headers)
+
+
+async def _on_validation_error(_request: Request, exc: RequestValidationError) -> Response:
+    errors = list(exc.errors())
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            reason = (error.get("ctx") or {}).get("error", "malformed JSON")
+            problem = Problem(
+                title="Invalid request body",
+                status=400,
+                detail=f"the request body is not valid JSON: {reason}",
+            )
+            return problem_response(problem)
+    in_body = any(tuple(error.get("loc", ()))[:1] == ("body",) for error in errors)
+    title = "Invalid request body" if in_body else "Invalid request"
+    return problem_response(problem_from_validation_errors(errors, title=title))
+
+
+async def _on_prefctl_error(_request: Request, exc: PrefctlError) -> Response:
+    problem = problem_for(exc)
+    return problem_response(problem.problem, problem.headers)
+
+
+async def _on_client_disconnect(_request: Request, _exc: ClientDisconnect) -> Response:
+    # The client hung up while sending its body; nobody reads this answer.
+    return problem_response(ProblemError(400, "Client Disconnected").problem)
+
+
+async def _on_store_error(request: Request, exc: sqlite3.OperationalError) -> Response:
+    if "locked" not in str(exc) and "busy" not in str(exc):
+        return await _on_unexpected_error(request, exc)
+    # Another process held the store's write lock past the busy timeout (a long admin command).
+    problem = Problem(
+        title="Service Unavailable",
+        status=503,
+        detail="the store is busy; retry in a moment",
+    )
+    return problem_response(problem, {"Retry-After": "1"})
+
+
+async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
+    # Starlette re-raises after answering, so the server logs the traceback once.
+    log.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path)
+    problem = Problem(
+        title="Internal Server Error",
+        status=500,
+        detail="the emulator failed unexpectedly; its log has the details",
+    )
+    return problem_response(problem)
+
+
+# -- body size -------------------------------------------------------------------------------------
+class BodyLimit:
+    """ASGI middleware: 413 for request bodies over ``max_bytes``, checked before and while the
+    body is read (a chunked body has no Content-Length to trust)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            response = problem_response(self._too_large().problem, {"Connection": "close"})
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise self._too_large()
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    def _too_large(self) -> ProblemError:
+        return ProblemError(
+            413,
+            "Content Too Large",
+            f"the request body is larger than {self.max_bytes} bytes",
+        )
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+# -- OpenAPI ---------------------------------------------------------------------------------------
+def _permissions(routers: list[APIRouter]) -> dict[tuple[str, str], str]:
+    """(path, method) → the permission its ``require`` dependency checks."""
+    found: dict[tuple[str, str], str] = {}
+    for router in routers:
+        for route in router.routes:
+            if isinstance(route, APIRoute):
+                permission = _required_permission(route.dependant)
+                if permission is not None:
+                    for method in route.methods or ():
+                        found[(route.path, method.lower())] = permission
+    return found
+
+
+def _required_permission(dependant: Dependant) -> str | None:
+    for sub in dependant.dependencies:
+        permission = permission_of(sub.call) or _required_permission(sub)
+        if permission is not None:
+            return permission
+    return None
+
+
+def document(app: FastAPI, permissions: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """The OpenAPI document of ``app`` with the problem answers and each operation's permission
+    (``x-permission``) described (see the module docstring)."""
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=(
+            "The prefctl emulator: the preference and consent service on your machine. "
+            f"Account resources live under `{ACCOUNT_PREFIX}` and take an `Authorization: "
+            "Bearer` token from the token endpoint. Errors are RFC 9457 problem details."
+        ),
+        routes=app.routes,
+    )
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    problem_schema.pop("$defs", None)
+    schemas["Problem"] = problem_schema
+    schemas["FieldError"] = FieldError.model_json_schema()
+    for path, item in schema.get("paths", {}).items():
+        for method, operation in item.items():
+            if isinstance(operation, dict) and "responses" in operation:
+                _document_errors(path, method, operation)
+                permission = permissions.get((path, method))
+                if permission is not None:
+                    operation["x-permission"] = permission
+                    note = f"Requires the permission `{permission}`."
+                    described = operation.get("description")
+                    operation["description"] = f"{described}\n\n{note}" if described else note
+    return schema
+
+
+def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation["responses"]
+    had_validation = responses.pop("422", None) is not None
+    wanted: dict[str, str] = {}
+    if path.startswith(ACCOUNT_PREFIX):
+        wanted.update(_STANDARD_ERRORS)
+        if method in _BODY_METHODS:
+            wanted["413"] = _BODY_ERRORS["413"]
+        if "requestBody" in operation:
+            wanted["415"] = _BODY_ERRORS["415"]
+        if path.count("{") > 1:
+            wanted["404"] = _NOT_FOUND
+    elif had_validation or path.startswith(API_PATH):
+        wanted["400"] = _STANDARD_ERRORS["400"]
+    for status, description in wanted.items():
+        responses.setdefault(status, {"description": description})
+    for status, response in responses.items():
+        if status[:1] in ("4", "5"):
+            response["content"] = {PROBLEM_MEDIA_TYPE: {"schema": _PROBLEM_REF}}

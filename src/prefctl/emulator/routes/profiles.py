@@ -1,0 +1,311 @@
+"""``/profiles``: create, read, search, replace, patch, deactivate, reactivate, delete.
+
+Every write goes through ``emulator.writes.ProfileWriter`` (profile, events and deliveries in one
+transaction) under the emulator's writer lock. Request bodies are validated by the strict profile
+model (unknown fields → 400). Read-only fields (``ProfileId``, ``IsActive``, ``ReasonCode``,
+``Edited``) are accepted in a PUT body and ignored, so GET → edit → PUT works; a PATCH that would
+change one of them is refused (400), because silently dropping an explicit change would mislead.
+
+PATCH takes ``application/json-patch+json`` (RFC 6902) or ``application/merge-patch+json`` (RFC
+7396), applied to the stored wire profile: a malformed patch or a result that is not a valid profile
+is a 400, a patch that cannot apply (missing path, failing ``test``) a 409, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from fastapi import Body, Depends, Path, Query, Request
+from starlette.responses import Response
+
+from prefctl.emulator.routes._common import (
+    JsonContent,
+    Principal,
+    ProblemError,
+    ProfilesRead,
+    ProfilesWrite,
+    RawBody,
+    accepts,
+    account_router,
+    account_url,
+    connection,
+    created,
+    get_ctx,
+    json_response,
+    no_content,
+    parse_json,
+    problems,
+    validate,
+    write_lock,
+)
+from prefctl.emulator.routes._patch import (
+    PatchConflictError,
+    PatchDocumentError,
+    apply_json_patch,
+    apply_merge_patch,
+)
+from prefctl.emulator.writes import ProfileWriter, WriteResult
+from prefctl.models._base import dump_wire
+from prefctl.models.problem import FieldError
+from prefctl.models.profile import (
+    Profile,
+    ProfilePage,
+    StrictDeactivateRequest,
+    StrictProfile,
+)
+from prefctl.store import profiles as store
+
+__all__ = ["JSON_PATCH", "MERGE_PATCH", "router"]
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+MAX_ID = 2**63 - 1  # SQLite's INTEGER
+
+router = account_router("profiles")
+
+ProfileId = Annotated[int, Path(ge=1, le=MAX_ID, description="The profile's ProfileId.")]
+
+_READ_ONLY_HINTS = {
+    "ProfileId": "ProfileId is assigned by the service",
+    "IsActive": "use POST …/deactivate or …/reactivate to change IsActive",
+    "ReasonCode": "ReasonCode is set by POST …/deactivate",
+    "Edited": "Edited is maintained by the service",
+}
+
+_JSON_PATCH_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": "RFC 6902 operations on the wire profile, e.g. "
+    '[{"op": "add", "path": "/Emails/-", "value": {"Address": "ann@example.com"}}]',
+    "items": {
+        "type": "object",
+        "required": ["op", "path"],
+        "properties": {
+            "op": {"enum": ["add", "remove", "replace", "move", "copy", "test"]},
+            "path": {"type": "string", "description": "RFC 6901 JSON Pointer"},
+            "from": {"type": "string", "description": "RFC 6901 JSON Pointer (move, copy)"},
+            "value": {"description": "the value (add, replace, test)"},
+        },
+    },
+}
+_MERGE_PATCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "RFC 7396 merge patch of the wire profile: members merge, null removes, "
+    "lists are replaced whole.",
+}
+
+
+@router.post(
+    "/profiles",
+    status_code=201,
+    response_model=Profile,
+    summary="Create a profile (event profile.created)",
+)
+def create_profile(
+    request: Request,
+    principal: ProfilesWrite,
+    _content: JsonContent,
+    body: Annotated[StrictProfile, Body()],
+) -> Response:
+    result = _write(request, principal, lambda writer: writer.create(dump_wire(body)))
+    profile = _written(result)
+    return created(profile, account_url(request, "profiles", profile["ProfileId"]))
+
+
+@router.get(
+    "/profiles",
+    response_model=ProfilePage,
+    summary="Search profiles, one page at a time",
+    description="All given criteria must match; none lists every profile. Pass the page's "
+    "`NextCursor` as `cursor` for the next page (`NextCursor` is null on the last page).",
+)
+def search_profiles(
+    request: Request,
+    principal: ProfilesRead,
+    email: Annotated[str | None, Query(max_length=254, description="An email address")] = None,
+    phone: Annotated[
+        str | None, Query(max_length=40, description="A phone number; only digits compare")
+    ] = None,
+    alternate_id_type: Annotated[
+        str | None, Query(alias="alternateIdType", max_length=200, description="needs alternateId")
+    ] = None,
+    alternate_id: Annotated[
+        str | None, Query(alias="alternateId", max_length=200, description="An alternate id Value")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=store.MAX_PAGE_SIZE)] = store.DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query(max_length=200, description="NextCursor")] = None,
+) -> Response:
+    query = store.ProfileQuery(email, phone, alternate_id_type, alternate_id)
+    page = store.search_profiles(
+        connection(request), principal.service_client_id, query, limit=limit, cursor=cursor
+    )
+    return json_response({"Profiles": page.profiles, "NextCursor": page.next_cursor})
+
+
+@router.get(
+    "/profiles/{profile_id}",
+    response_model=Profile,
+    responses=problems(404),
+    summary="Read a profile",
+)
+def get_profile(request: Request, principal: ProfilesRead, profile_id: ProfileId) -> Response:
+    profile = store.get_profile(connection(request), principal.service_client_id, profile_id)
+    if profile is None:
+        raise ProblemError(404, "Not Found", f"profile {profile_id} not found")
+    return json_response(profile)
+
+
+@router.put(
+    "/profiles/{profile_id}",
+    response_model=Profile,
+    responses=problems(404),
+    summary="Replace a profile (event profile.replaced)",
+)
+def replace_profile(
+    request: Request,
+    principal: ProfilesWrite,
+    profile_id: ProfileId,
+    _content: JsonContent,
+    body: Annotated[StrictProfile, Body()],
+) -> Response:
+    result = _write(request, principal, lambda writer: writer.replace(profile_id, dump_wire(body)))
+    return json_response(_written(result))
+
+
+@router.patch(
+    "/profiles/{profile_id}",
+    response_model=Profile,
+    responses=problems(404, 409),
+    summary="Update a profile with a JSON Patch or a merge patch",
+    description="Events: profile.updated, profile.updatedfull and one per changed element "
+    "(none when nothing changes).",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                JSON_PATCH: {"schema": _JSON_PATCH_SCHEMA},
+                MERGE_PATCH: {"schema": _MERGE_PATCH_SCHEMA},
+            },
+        }
+    },
+)
+def update_profile(
+    request: Request,
+    principal: ProfilesWrite,
+    profile_id: ProfileId,
+    media_type: Annotated[str | None, Depends(accepts(JSON_PATCH, MERGE_PATCH))],
+    raw: RawBody,
+) -> Response:
+    if media_type is None:
+        raise ProblemError(400, "Invalid request body", "a PATCH needs a patch document")
+    document = parse_json(raw)
+    if media_type == MERGE_PATCH and not isinstance(document, dict):
+        raise ProblemError(400, "Invalid request body", "a merge patch of a profile is an object")
+
+    def change(current: dict[str, Any]) -> Mapping[str, Any]:
+        try:
+            if media_type == JSON_PATCH:
+                patched = apply_json_patch(current, document)
+            else:
+                patched = apply_merge_patch(current, document)
+        except PatchDocumentError as exc:
+            field_error = FieldError(field=exc.field, message=exc.message)
+            raise ProblemError(400, "Invalid patch document", str(exc), [field_error]) from None
+        except PatchConflictError as exc:
+            raise ProblemError(409, "Patch does not apply", str(exc)) from None
+        _refuse_read_only_changes(current, patched)
+        return dump_wire(validate(StrictProfile, patched))
+
+    result = _write(request, principal, lambda writer: writer.update(profile_id, change))
+    return json_response(_written(result))
+
+
+@router.post(
+    "/profiles/{profile_id}/deactivate",
+    response_model=Profile,
+    responses=problems(404),
+    summary="Deactivate a profile (event profile.deactivated)",
+)
+def deactivate_profile(
+    request: Request,
+    principal: ProfilesWrite,
+    profile_id: ProfileId,
+    _content: JsonContent,
+    body: Annotated[StrictDeactivateRequest | None, Body()] = None,
+) -> Response:
+    reason = body.reason if body is not None else None
+    result = _write(request, principal, lambda writer: writer.deactivate(profile_id, reason))
+    return json_response(_written(result))
+
+
+@router.post(
+    "/profiles/{profile_id}/reactivate",
+    response_model=Profile,
+    responses=problems(404),
+    summary="Reactivate a profile (event profile.reactivated)",
+)
+def reactivate_profile(
+    request: Request, principal: ProfilesWrite, profile_id: ProfileId
+) -> Response:
+    result = _write(request, principal, lambda writer: writer.reactivate(profile_id))
+    return json_response(_written(result))
+
+
+@router.delete(
+    "/profiles/{profile_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(404),
+    summary="Delete a profile for good (event profile.deleted)",
+)
+def delete_profile(
+    request: Request,
+    principal: ProfilesWrite,
+    profile_id: ProfileId,
+    reason_code: Annotated[
+        str | None,
+        Query(alias="reasonCode", min_length=1, max_length=200, description="Why it is deleted"),
+    ] = None,
+) -> Response:
+    _write(request, principal, lambda writer: writer.delete(profile_id, reason_code))
+    return no_content()
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _write(
+    request: Request, principal: Principal, operation: Callable[[ProfileWriter], WriteResult]
+) -> WriteResult:
+    """Run ``operation`` with a writer of the principal's account, under the writer lock (one
+    writer at a time queues in order; see ``_common.write_lock``, measured in bench/api.py)."""
+    ctx = get_ctx(request)
+    # EventIds must not repeat after a restart, so never the (possibly seeded) ctx.rng.
+    rng = ctx.shared("profiles.event_rng", random.Random)
+    writer = ProfileWriter(
+        connection(request),
+        principal.service_client_id,
+        actor=principal.user_id,
+        clock=ctx.clock,
+        rng=rng,
+    )
+    with write_lock(request):
+        return operation(writer)
+
+
+def _written(result: WriteResult) -> dict[str, Any]:
+    assert result.profile is not None  # only a delete stores no profile
+    return result.profile
+
+
+def _refuse_read_only_changes(current: Mapping[str, Any], patched: Any) -> None:
+    if not isinstance(patched, Mapping):
+        return  # the profile model reports it
+    errors = [
+        FieldError(field=name, message=hint)
+        for name, hint in _READ_ONLY_HINTS.items()
+        if patched.get(name) != current.get(name)
+    ]
+    if errors:
+        raise ProblemError(
+            400, "Invalid patch", "the patch changes fields the service maintains", errors
+        )

@@ -1,0 +1,349 @@
+"""``/profiles`` over HTTP: create, read, search, replace, patch, lifecycle — and their events."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.emulator.routes._api import JSON_PATCH, MERGE_PATCH, Api, assert_problem
+
+ANN = {
+    "CustomerName": {"FirstName": "Ann", "LastName": "Lee"},
+    "Emails": [{"Address": "ann@example.com", "Type": "Personal", "IsDefault": True}],
+    "ProfilePreferences": [
+        {"Program": "Newsletter", "Filter": "Weekly Digest", "Channel": "Email", "Status": "OptIn"}
+    ],
+    "Consents": [
+        {
+            "ConsentType": "Marketing",
+            "ConsentStatus": "NotSet",
+            "ConsentVersion": "v1",
+            "Filters": ["Weekly Digest"],
+        }
+    ],
+    "Tags": ["vip"],
+}
+
+
+def _unique() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+# -- create and read -------------------------------------------------------------------------------
+def test_create_profile_answers_201_with_location_and_emits_profile_created(api: Api) -> None:
+    answer = api.post("/profiles", json=ANN)
+
+    assert answer.status_code == 201
+    profile = answer.json()
+    assert answer.headers["location"] == f"{api.base}/profiles/{profile['ProfileId']}"
+    assert profile["IsActive"] is True
+    assert profile["CustomerName"] == {"FirstName": "Ann", "LastName": "Lee"}
+    assert profile["Edited"]["CreatedBy"] == "admin"
+    assert api.get(answer.headers["location"]).json() == profile
+    assert api.event_types(profile["ProfileId"]) == ["profile.created"]
+
+
+def test_create_profile_ignores_read_only_fields_in_the_body(api: Api) -> None:
+    profile = api.create_profile({"ProfileId": 1, "IsActive": False, "Tags": ["x"]})
+
+    assert profile["ProfileId"] != 1
+    assert profile["IsActive"] is True
+
+
+def test_create_profile_with_misspelt_field_is_400_naming_it(api: Api) -> None:
+    problem = assert_problem(api.post("/profiles", json={"Emial": []}), 400)
+
+    assert problem["errors"] == [{"field": "Emial", "message": "Extra inputs are not permitted"}]
+
+
+def test_create_profile_with_invalid_nested_value_names_its_wire_path(api: Api) -> None:
+    body = {"Emails": [{"Address": "ann@example.com"}, {"Address": "not-an-email"}]}
+
+    problem = assert_problem(api.post("/profiles", json=body), 400)
+
+    assert [error["field"] for error in problem["errors"]] == ["Emails[1].Address"]
+
+
+def test_create_profile_with_malformed_json_is_400(api: Api) -> None:
+    answer = api.post(
+        "/profiles", content=b'{"Tags": [', headers={"Content-Type": "application/json"}
+    )
+
+    assert "not valid JSON" in assert_problem(answer, 400)["detail"]
+
+
+def test_get_unknown_profile_is_404_problem(api: Api) -> None:
+    problem = assert_problem(api.get("/profiles/987654321"), 404)
+
+    assert problem["detail"] == "profile 987654321 not found"
+
+
+@pytest.mark.parametrize("profile_id", ["0", "-1", "abc", str(2**63)])
+def test_get_profile_with_impossible_id_is_400(api: Api, profile_id: str) -> None:
+    problem = assert_problem(api.get(f"/profiles/{profile_id}"), 400)
+
+    assert problem["errors"][0]["field"] == "profile_id"
+
+
+# -- search ----------------------------------------------------------------------------------------
+def test_search_profiles_pages_through_matches_with_the_cursor(api: Api) -> None:
+    loyalty = _unique()
+    ids = [
+        api.create_profile({"AlternateIds": [{"Type": "Loyalty", "Value": loyalty}]})["ProfileId"]
+        for _ in range(3)
+    ]
+
+    first = api.get("/profiles", params={"alternateId": loyalty, "limit": 2}).json()
+    second = api.get(
+        "/profiles", params={"alternateId": loyalty, "limit": 2, "cursor": first["NextCursor"]}
+    ).json()
+
+    assert [p["ProfileId"] for p in first["Profiles"]] == ids[:2]
+    assert [p["ProfileId"] for p in second["Profiles"]] == ids[2:]
+    assert second["NextCursor"] is None
+
+
+def test_search_profiles_by_email_ignores_case(api: Api) -> None:
+    address = f"{_unique()}@example.com"
+    profile = api.create_profile({"Emails": [{"Address": address}]})
+
+    found = api.get("/profiles", params={"email": address.upper()}).json()
+
+    assert [p["ProfileId"] for p in found["Profiles"]] == [profile["ProfileId"]]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"cursor": "bogus"}, {"alternateIdType": "Loyalty"}, {"limit": 0}, {"limit": 501}],
+)
+def test_search_profiles_with_invalid_parameters_is_400(api: Api, params: dict[str, Any]) -> None:
+    assert_problem(api.get("/profiles", params=params), 400)
+
+
+# -- replace ---------------------------------------------------------------------------------------
+def test_replace_profile_overwrites_it_and_emits_only_profile_replaced(api: Api) -> None:
+    profile = api.create_profile(ANN)
+    path = f"/profiles/{profile['ProfileId']}"
+    body = {**profile, "Tags": ["gold"], "Emails": []}  # GET → edit → PUT, read-only fields too
+
+    answer = api.put(path, json=body)
+
+    assert answer.status_code == 200
+    assert answer.json()["Tags"] == ["gold"]
+    assert answer.json()["Emails"] == []
+    assert answer.json()["Edited"]["CreateDate"] == profile["Edited"]["CreateDate"]
+    assert api.event_types(profile["ProfileId"]) == ["profile.created", "profile.replaced"]
+
+
+def test_replace_unknown_profile_is_404(api: Api) -> None:
+    assert_problem(api.put("/profiles/987654321", json={}), 404)
+
+
+# -- patch -----------------------------------------------------------------------------------------
+def test_patch_spec_example_yields_the_spec_events(api: Api) -> None:
+    """Spec, Events → Rules 4: adding an email, updating a preference and granting a consent in
+    one action yields profile.updated, contacts.email.added, preference.added and
+    consent.filterassociation.created (and profile.updatedfull, DESIGN §8)."""
+    profile = api.create_profile(
+        {**ANN, "Consents": [{**ANN["Consents"][0], "ConsentStatus": "Granted"}]}
+    )
+    profile_id = profile["ProfileId"]
+    patch = [
+        {"op": "add", "path": "/Emails/-", "value": {"Address": "ann@work.example"}},
+        # The customer opts in to SMS offers: a preference not set before ...
+        {
+            "op": "add",
+            "path": "/ProfilePreferences/-",
+            "value": {
+                "Program": "Offers",
+                "Filter": "Seasonal Sales",
+                "Channel": "SMS",
+                "Status": "OptIn",
+            },
+        },
+        # ... and grants the Marketing consent for that filter too.
+        {"op": "add", "path": "/Consents/0/Filters/-", "value": "Seasonal Sales"},
+    ]
+
+    answer = api.patch(f"/profiles/{profile_id}", patch)
+
+    assert answer.status_code == 200, answer.text
+    assert [e["Address"] for e in answer.json()["Emails"]] == [
+        "ann@example.com",
+        "ann@work.example",
+    ]
+    events = api.get("/events", params={"profileId": profile_id}).json()["Events"]
+    assert [event["EventType"] for event in events] == [
+        "profile.created",
+        "profile.updated",
+        "profile.updatedfull",
+        "contacts.email.added",
+        "preference.added",
+        "consent.filterassociation.created",
+    ]
+    assert events[1]["Data"]["ChangedFields"] == ["Consents", "Emails", "ProfilePreferences"]
+    assert events[2]["Data"] == answer.json()
+    assert events[3]["Data"]["Address"] == "ann@work.example"
+    assert events[4]["Data"]["Filter"] == "Seasonal Sales"
+    assert events[5]["Data"] == {
+        "ConsentType": "Marketing",
+        "ConsentStatus": "Granted",
+        "ConsentVersion": "v1",
+        "Filter": "Seasonal Sales",
+    }
+    assert len({event["EventId"] for event in events}) == len(events)
+
+
+def test_patch_json_patch_applies_every_operation_in_order(api: Api) -> None:
+    profile = api.create_profile(
+        {"Tags": ["a", "b"], "CustomFields": [{"Name": "Size", "Value": 1}]}
+    )
+    patch = [
+        {"op": "test", "path": "/Tags/0", "value": "a"},
+        {"op": "add", "path": "/Tags/1", "value": "c"},
+        {"op": "remove", "path": "/Tags/0"},
+        {"op": "replace", "path": "/CustomFields/0/Value", "value": 2},
+        {"op": "copy", "from": "/CustomFields/0/Name", "path": "/Tags/-"},
+        {"op": "move", "from": "/Tags/1", "path": "/Tags/0"},
+        {"op": "add", "path": "/CustomerName", "value": {"FirstName": "Zoe"}},
+    ]
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", patch)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["Tags"] == ["b", "c", "Size"]
+    assert answer.json()["CustomFields"] == [{"Name": "Size", "Value": 2}]
+    assert answer.json()["CustomerName"] == {"FirstName": "Zoe"}
+
+
+def test_patch_merge_patch_merges_objects_and_null_removes(api: Api) -> None:
+    profile = api.create_profile(ANN)
+
+    answer = api.patch(
+        f"/profiles/{profile['ProfileId']}",
+        {"CustomerName": {"FirstName": "Anna", "LastName": None}, "Tags": None},
+        MERGE_PATCH,
+    )
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["CustomerName"] == {"FirstName": "Anna"}
+    assert answer.json()["Tags"] == []
+    types = api.event_types(profile["ProfileId"])
+    assert "standardfield.firstname.updated" in types
+    assert "standardfield.lastname.deleted" in types
+    assert "tag.deleted" in types
+
+
+def test_patch_failing_test_is_409_and_changes_nothing(api: Api) -> None:
+    profile = api.create_profile({"Tags": ["a"]})
+    patch = [
+        {"op": "add", "path": "/Tags/-", "value": "b"},
+        {"op": "test", "path": "/Tags/0", "value": "z"},
+    ]
+
+    problem = assert_problem(api.patch(f"/profiles/{profile['ProfileId']}", patch), 409)
+
+    assert "operation 1 (test /Tags/0)" in problem["detail"]
+    assert api.get(f"/profiles/{profile['ProfileId']}").json()["Tags"] == ["a"]
+    assert api.event_types(profile["ProfileId"]) == ["profile.created"]
+
+
+def test_patch_path_that_does_not_exist_is_409(api: Api) -> None:
+    profile = api.create_profile({})
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", [{"op": "remove", "path": "/Nope"}])
+
+    assert "does not exist" in assert_problem(answer, 409)["detail"]
+
+
+def test_patch_malformed_document_is_400_naming_the_operation(api: Api) -> None:
+    profile = api.create_profile({})
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", [{"op": "frobnicate", "path": "/"}])
+
+    assert assert_problem(answer, 400)["errors"][0]["field"] == "[0].op"
+
+
+def test_patch_result_that_is_not_a_valid_profile_is_400(api: Api) -> None:
+    profile = api.create_profile({})
+    patch = [{"op": "add", "path": "/Emails", "value": [{"Address": "nope"}]}]
+
+    problem = assert_problem(api.patch(f"/profiles/{profile['ProfileId']}", patch), 400)
+
+    assert problem["errors"][0]["field"] == "Emails[0].Address"
+
+
+@pytest.mark.parametrize("field", ["IsActive", "ProfileId", "ReasonCode"])
+def test_patch_changing_a_field_the_service_maintains_is_400(api: Api, field: str) -> None:
+    profile = api.create_profile({})
+    value: Any = {"IsActive": False, "ProfileId": 1, "ReasonCode": "x"}[field]
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", {field: value}, MERGE_PATCH)
+
+    assert assert_problem(answer, 400)["errors"][0]["field"] == field
+
+
+def test_patch_with_plain_json_is_415_with_accept_patch(api: Api) -> None:
+    profile = api.create_profile({})
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", {"Tags": []}, "application/json")
+
+    assert_problem(answer, 415)
+    assert answer.headers["accept-patch"] == f"{JSON_PATCH}, {MERGE_PATCH}"
+
+
+def test_patch_that_changes_nothing_emits_nothing(api: Api) -> None:
+    profile = api.create_profile({"Tags": ["a"]})
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", {"Tags": ["a"]}, MERGE_PATCH)
+
+    assert answer.status_code == 200
+    assert api.event_types(profile["ProfileId"]) == ["profile.created"]
+
+
+def test_patch_unknown_profile_is_404(api: Api) -> None:
+    assert_problem(api.patch("/profiles/987654321", []), 404)
+
+
+# -- lifecycle -------------------------------------------------------------------------------------
+def test_deactivate_then_reactivate_toggle_is_active_with_their_events(api: Api) -> None:
+    profile_id = api.create_profile({})["ProfileId"]
+
+    deactivated = api.post(f"/profiles/{profile_id}/deactivate", json={"Reason": "Requested"})
+    reactivated = api.post(f"/profiles/{profile_id}/reactivate")
+
+    assert deactivated.status_code == 200
+    assert deactivated.json()["IsActive"] is False
+    assert deactivated.json()["ReasonCode"] == "Requested"
+    assert reactivated.json()["IsActive"] is True
+    assert "ReasonCode" not in reactivated.json()
+    assert api.event_types(profile_id) == [
+        "profile.created",
+        "profile.deactivated",
+        "profile.reactivated",
+    ]
+
+
+def test_deactivate_without_a_body_has_no_reason(api: Api) -> None:
+    profile_id = api.create_profile({})["ProfileId"]
+
+    answer = api.post(f"/profiles/{profile_id}/deactivate")
+
+    assert answer.status_code == 200
+    assert "ReasonCode" not in answer.json()
+
+
+def test_delete_profile_answers_204_and_emits_profile_deleted_with_the_reason(api: Api) -> None:
+    profile_id = api.create_profile({})["ProfileId"]
+
+    answer = api.delete(f"/profiles/{profile_id}", params={"reasonCode": "GDPR"})
+
+    assert answer.status_code == 204
+    assert answer.content == b""
+    assert_problem(api.get(f"/profiles/{profile_id}"), 404)
+    events = api.get("/events", params={"profileId": profile_id}).json()["Events"]
+    assert [e["EventType"] for e in events] == ["profile.created", "profile.deleted"]
+    assert events[1]["Data"]["ReasonCode"] == "GDPR"
+    assert_problem(api.delete(f"/profiles/{profile_id}"), 404)
