@@ -1,0 +1,99 @@
+"""Options shared by ``prefctl deliveries``, ``deadletters`` and ``replay``: the store, the
+dead-letter filters, and the time bounds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from prefctl.config import ENV_DATA_DIR
+from prefctl.dispatcher.policy import DeadLetterReason
+
+if TYPE_CHECKING:
+    from prefctl.dispatcher.deadletters import DeadLetterFilter
+
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        metavar="PATH",
+        help=f"SQLite store to act on (default: the emulator's store in its data dir; "
+        f"env: {ENV_DATA_DIR}).",
+        show_default=False,
+        dir_okay=False,
+    ),
+]
+ReasonOption = Annotated[
+    DeadLetterReason | None,
+    typer.Option("--reason", help="Only dead letters with this reason.", show_default=False),
+]
+StatusOption = Annotated[
+    int | None,
+    typer.Option(
+        "--status",
+        min=100,
+        max=599,
+        metavar="CODE",
+        help="Only dead letters whose last attempt got this HTTP status.",
+        show_default=False,
+    ),
+]
+EventOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--event", metavar="EVENT_ID", help="Only this EventId (repeatable).", show_default=False
+    ),
+]
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        metavar="TIME",
+        help="Dead-lettered at or after this time: RFC 3339, or an age such as 15m, 2h, 3d.",
+        show_default=False,
+    ),
+]
+UntilOption = Annotated[
+    str | None,
+    typer.Option(
+        "--until",
+        metavar="TIME",
+        help="Dead-lettered at or before this time (same forms as --since).",
+        show_default=False,
+    ),
+]
+
+
+def moment(text: str | None, flag: str) -> float | None:
+    """A ``--since``/``--until`` value as Unix seconds (None when not given)."""
+    if text is None:
+        return None
+    from prefctl.api.events import parse_moment
+
+    return parse_moment(text, now=datetime.now(UTC), flag=flag).timestamp()
+
+
+def dead_letter_filter(
+    *,
+    reason: DeadLetterReason | None,
+    status: int | None,
+    subscription: int | None,
+    events: list[str] | None,
+    since: str | None,
+    until: str | None,
+) -> DeadLetterFilter:
+    """The dead letters the filter options select."""
+    from prefctl.dispatcher.deadletters import DeadLetterFilter
+
+    return DeadLetterFilter(
+        reason=None if reason is None else reason.value,
+        last_status=status,
+        subscription_id=subscription,
+        event_ids=tuple(events or ()),
+        since=moment(since, "--since"),
+        until=moment(until, "--until"),
+    )

@@ -1,0 +1,166 @@
+"""``prefctl deliveries``: the delivery queue of a store and each delivery's attempt timeline.
+
+prefctl deliveries list [--subscription ID] [--state S]… [--event ID]… [--limit N] [--after ID]
+prefctl deliveries show ID
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._context import get_state
+from prefctl.cli._delivery_options import EventOption, StoreOption
+from prefctl.cli.app import new_group
+
+if TYPE_CHECKING:
+    from prefctl.dispatcher.operations import DeliveryTimeline
+    from prefctl.store.delivery_history import DeliveryRecord
+
+
+class StateChoice(StrEnum):
+    held = "held"
+    queued = "queued"
+    in_flight = "in_flight"
+    delivered = "delivered"
+    dead_lettered = "dead_lettered"
+
+
+def register(root: typer.Typer) -> None:
+    group = new_group(
+        "deliveries", "Delivery state of each event and subscription, and the attempt timeline."
+    )
+    group.command("list")(list_deliveries)
+    group.command("show")(show_delivery)
+    root.add_typer(group)
+
+
+def list_deliveries(
+    subscription: Annotated[
+        int | None,
+        typer.Option(
+            "--subscription", min=1, metavar="ID", help="Only this subscription's deliveries."
+        ),
+    ] = None,
+    states: Annotated[
+        list[StateChoice] | None,
+        typer.Option(
+            "--state", help="Only deliveries in this state (repeatable).", show_default=False
+        ),
+    ] = None,
+    events: EventOption = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+    after: Annotated[
+        int,
+        typer.Option("--after", min=0, metavar="ID", help="Start after this delivery id (paging)."),
+    ] = 0,
+    store: StoreOption = None,
+) -> None:
+    """List deliveries, oldest first: state, attempts, last answer and when the next attempt is due."""
+    from prefctl.dispatcher import operations
+
+    state = get_state()
+    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+        records = operations.list_deliveries(
+            conn,
+            subscription_id=subscription,
+            states=[choice.value for choice in states or ()],
+            event_ids=events or (),
+            limit=limit,
+            after_id=after,
+        )
+    state.out.table(
+        [_row(record) for record in records],
+        [
+            ("delivery_id", "ID"),
+            ("event_id", "EVENT ID"),
+            ("event_type", "TYPE"),
+            ("subscription_id", "SUB"),
+            ("state", "STATE"),
+            ("attempts", "ATTEMPTS"),
+            ("last", "LAST"),
+            ("when", "NEXT DUE / FINISHED"),
+        ],
+        json_rows=[record.to_dict() for record in records],
+        empty="no deliveries",
+    )
+
+
+def show_delivery(
+    delivery_id: Annotated[int, typer.Argument(metavar="ID", help="The delivery id.")],
+    store: StoreOption = None,
+) -> None:
+    """Show a delivery and its attempt timeline: attempt, time, outcome, answer, latency, next due."""
+    from prefctl.dispatcher import operations
+
+    state = get_state()
+    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+        timeline = operations.show_delivery(conn, delivery_id)
+    if state.json:
+        state.out.json(timeline.to_dict())
+        return
+    record = timeline.delivery.to_dict()
+    state.out.record({k: v for k, v in record.items() if v is not None})
+    state.out.line("")
+    state.out.table(
+        timeline_rows(timeline),
+        [
+            ("attempt", "#"),
+            ("started_at", "TIME"),
+            ("outcome", "OUTCOME"),
+            ("answer", "STATUS / ERROR"),
+            ("latency", "LATENCY"),
+            ("next", "NEXT DUE"),
+        ],
+        title="attempts",
+        empty="no attempts yet",
+    )
+
+
+def last_answer(status: int | None, error: str | None) -> str:
+    """``503``, ``503 (reason)`` or the error text of an attempt."""
+    if status is not None:
+        return f"{status} ({error})" if error else str(status)
+    return error or ""
+
+
+def timeline_rows(timeline: DeliveryTimeline) -> list[dict[str, Any]]:
+    """One row per attempt; ``next`` is when the following attempt went out, or for the last
+    attempt when the next is due (or how the delivery ended)."""
+    attempts = [attempt.to_dict() for attempt in timeline.attempts]
+    rows = []
+    for index, attempt in enumerate(attempts):
+        following = attempts[index + 1] if index + 1 < len(attempts) else None
+        if following is not None and following["attempt"] > attempt["attempt"]:
+            upcoming = following["started_at"]
+        elif following is not None:
+            upcoming = "redriven"
+        else:
+            upcoming = _ending(timeline)
+        latency = attempt["latency_ms"]
+        rows.append(
+            {
+                **attempt,
+                "answer": last_answer(attempt["status"], attempt["error"]),
+                "latency": "" if latency is None else f"{latency:.0f} ms",
+                "next": upcoming,
+            }
+        )
+    return rows
+
+
+def _ending(timeline: DeliveryTimeline) -> str:
+    record = timeline.delivery
+    if record.state == "dead_lettered":
+        return f"dead-lettered: {record.dead_letter_reason}"
+    if record.state == "delivered":
+        return "delivered"
+    return timeline.next_due or record.state
+
+
+def _row(record: DeliveryRecord) -> dict[str, Any]:
+    data = record.to_dict()
+    when = data["next_attempt_at"] if record.state == "queued" else data["finished_at"]
+    return {**data, "last": last_answer(record.last_status, record.last_error), "when": when}

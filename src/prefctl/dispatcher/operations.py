@@ -1,0 +1,164 @@
+"""Delivery operations over a store: which store, time filters, deliveries and their timelines.
+
+``prefctl deliveries``, ``deadletters`` and ``replay`` act on a SQLite store directly, so they work
+whether or not the emulator runs: by default the emulator's store in the data dir
+(``emulator/paths.py``), or any store given with ``--store PATH``.
+
+    >>> with open_existing_store(resolve_store(None)) as conn:
+    ...     for record in list_deliveries(conn, states=("queued",)):
+    ...         print(record.to_dict())
+    ...     timeline = show_delivery(conn, 7)      # the delivery and every attempt
+
+Records print with snake_case keys (``DeliveryRecord.to_dict``); a delivery's timeline adds
+``"timeline"``: one entry per attempt (attempt number, times, outcome, status, error, latency).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefctl.errors import ConfigError, NotFoundError, UsageError
+from prefctl.store.deliveries import DeliveryState
+from prefctl.store.delivery_history import (
+    AttemptRecord,
+    DeliveryQuery,
+    DeliveryRecord,
+    get_delivery,
+    list_attempts,
+)
+from prefctl.store.delivery_history import list_deliveries as _list_deliveries
+from prefctl.store.timestamps import wire_time
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "DELIVERY_STATES",
+    "DeliveryTimeline",
+    "emulator_serving",
+    "iter_deliveries",
+    "list_deliveries",
+    "open_existing_store",
+    "resolve_store",
+    "show_delivery",
+]
+
+DEFAULT_LIMIT = 100
+DELIVERY_STATES: tuple[DeliveryState, ...] = (
+    "held",
+    "queued",
+    "in_flight",
+    "delivered",
+    "dead_lettered",
+)
+_PAGE = 500
+
+
+def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) -> Path:
+    """``--store PATH``, else the emulator's store in the data dir (flag > env > platform dir)."""
+    if store is not None:
+        return Path(store).expanduser().absolute()
+    from prefctl.emulator.paths import resolve_data_dir, store_path
+
+    return store_path(resolve_data_dir(data_dir))
+
+
+def emulator_serving(store: Path) -> bool:
+    """Whether an emulator started with ``prefctl emulator start`` serves ``store`` right now
+    (its data dir holds the store and a live pid file); its dispatcher then delivers the queue."""
+    from prefctl.emulator import daemon, paths
+
+    if store.name != paths.STORE_FILE:
+        return False
+    return daemon.status(store.parent).running
+
+
+@contextmanager
+def open_existing_store(path: Path) -> Iterator[sqlite3.Connection]:
+    """Open (and migrate) a store that exists; a missing file is an error, never a new store."""
+    if not path.is_file():
+        raise ConfigError(
+            f"no store at {path}",
+            hint="start the emulator with 'prefctl emulator start', or pass --store PATH",
+        )
+    from prefctl.store.db import open_store
+
+    with open_store(path) as conn:
+        yield conn
+
+
+@dataclass(frozen=True)
+class DeliveryTimeline:
+    """A delivery and its attempts, oldest first.
+
+    A redriven or replayed delivery starts its attempt numbers at 1 again; its earlier attempts
+    stay in the log, so the timeline shows every run.
+    """
+
+    delivery: DeliveryRecord
+    attempts: list[AttemptRecord]
+
+    @property
+    def next_due(self) -> str | None:
+        """When the next attempt is due (RFC 3339), while the delivery is queued."""
+        if self.delivery.state != "queued" or self.delivery.next_attempt_at is None:
+            return None
+        return wire_time(self.delivery.next_attempt_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.delivery.to_dict(),
+            "timeline": [attempt.to_dict() for attempt in self.attempts],
+        }
+
+
+def iter_deliveries(
+    conn: sqlite3.Connection, query: DeliveryQuery, *, limit: int | None = None
+) -> Iterator[DeliveryRecord]:
+    """Every delivery matching ``query`` in id order (up to ``limit``), read a page at a time."""
+    after_id, left = 0, limit
+    while left is None or left > 0:
+        page_size = _PAGE if left is None else min(_PAGE, left)
+        page = _list_deliveries(conn, query, limit=page_size, after_id=after_id)
+        yield from page
+        if len(page) < page_size:
+            return
+        after_id = page[-1].delivery_id
+        if left is not None:
+            left -= len(page)
+
+
+def list_deliveries(
+    conn: sqlite3.Connection,
+    *,
+    subscription_id: int | None = None,
+    states: Sequence[DeliveryState] = (),
+    event_ids: Sequence[str] = (),
+    limit: int = DEFAULT_LIMIT,
+    after_id: int = 0,
+) -> list[DeliveryRecord]:
+    """Deliveries in id order (oldest first) after ``after_id``, at most ``limit``."""
+    if limit < 1:
+        raise UsageError("--limit must be 1 or more")
+    unknown = [state for state in states if state not in DELIVERY_STATES]
+    if unknown:
+        raise UsageError(
+            f"unknown delivery state {unknown[0]!r}", hint=f"one of {', '.join(DELIVERY_STATES)}"
+        )
+    query = DeliveryQuery(
+        states=tuple(states), subscription_id=subscription_id, event_ids=tuple(event_ids)
+    )
+    return _list_deliveries(conn, query, limit=limit, after_id=after_id)
+
+
+def show_delivery(conn: sqlite3.Connection, delivery_id: int) -> DeliveryTimeline:
+    """The delivery with its attempt timeline; ``NotFoundError`` when there is none."""
+    record = get_delivery(conn, delivery_id)
+    if record is None:
+        raise NotFoundError(
+            f"delivery {delivery_id} not found", hint="'prefctl deliveries list' shows the ids"
+        )
+    return DeliveryTimeline(record, list_attempts(conn, delivery_id))

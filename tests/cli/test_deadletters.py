@@ -1,0 +1,272 @@
+"""``prefctl deadletters list / show / redrive / export / purge`` on a store file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from prefctl.dispatcher.run import DispatcherConfig, running
+from prefctl.receiver.faults import FaultPlan, FaultStep, plan_from_options
+from prefctl.receiver.serve import ReceiverConfig, start_in_thread
+from prefctl.store.db import connect
+from prefctl.store.delivery_history import get_delivery
+from tests.dispatcher.engine_helpers import CREDENTIALS, new_store, set_settings, subscribe
+from tests.dispatcher.engine_helpers import queue_events as engine_queue
+from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
+from tests.helpers import run_cli
+from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
+
+DEAD_LETTER_KEYS = [
+    "event_id",
+    "event_type",
+    "subscription_id",
+    "reason",
+    "attempts",
+    "last_status",
+    "last_error",
+    "first_attempt_at",
+    "last_attempt_at",
+]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """Dead letters: event 1 → A (413), event 2 → A (503 × 2), event 3 → B (refused); event 4
+    → B delivered."""
+    path = tmp_path / "store.db"
+    conn = open_service_store(path)
+    a = add_subscription(conn, subscription_body("https://a.example/hook", name="A"))
+    b = add_subscription(conn, subscription_body("https://b.example/hook", name="B"))
+    (d1,) = queue_event(conn, 1, [a])
+    (d2,) = queue_event(conn, 2, [a])
+    (d3,) = queue_event(conn, 3, [b])
+    (d4,) = queue_event(conn, 4, [b])
+    finish(conn, d1.delivery_id, status=413, reason="PayloadTooLarge", at=T0 + 10)
+    finish(conn, d2.delivery_id, status=503, attempts=2, at=T0 + 20)
+    finish(conn, d3.delivery_id, status=None, error="connection refused", at=T0 + 30)
+    finish(conn, d4.delivery_id, state="delivered", status=200, reason=None)
+    conn.close()
+    return path
+
+
+def _state(store: Path, delivery_id: int) -> str | None:
+    conn = connect(store)
+    try:
+        record = get_delivery(conn, delivery_id)
+        return None if record is None else record.state
+    finally:
+        conn.close()
+
+
+def test_deadletters_list_json_records_have_exactly_the_design_keys(store: Path) -> None:
+    result = run_cli("deadletters", "list", "--store", store, "-o", "json")
+
+    assert result.exit_code == 0, result.stderr
+    assert [list(record) for record in result.json] == [DEAD_LETTER_KEYS] * 3
+    first = result.json[0]
+    assert first["event_id"] == event_id(1)
+    assert (first["reason"], first["last_status"], first["attempts"]) == ("PayloadTooLarge", 413, 1)
+    assert first["last_attempt_at"] == "2026-01-01T00:00:10.000Z"
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (["--reason", "PayloadTooLarge"], [1]),
+        (["--status", "503"], [2]),
+        (["--subscription", "2"], [3]),
+        (["--since", "2026-01-01T00:00:15Z"], [2, 3]),
+        (["--until", "2026-01-01T00:00:25Z"], [1, 2]),
+        (["--event", event_id(3)], [3]),
+    ],
+)
+def test_deadletters_list_filters(store: Path, filters: list[str], expected: list[int]) -> None:
+    result = run_cli("-o", "json", "deadletters", "list", "--store", store, *filters)
+    assert result.exit_code == 0, result.stderr
+    assert [record["event_id"] for record in result.json] == [event_id(n) for n in expected]
+
+
+def test_deadletters_list_table_shows_reason_and_last_answer(store: Path) -> None:
+    result = run_cli("deadletters", "list", "--store", store)
+    assert result.exit_code == 0, result.stderr
+    assert "PayloadTooLarge" in result.stdout
+    assert "connection refused" in result.stdout
+
+
+def test_deadletters_list_bad_time_is_a_usage_error(store: Path) -> None:
+    result = run_cli("deadletters", "list", "--store", store, "--since", "yesterday")
+    assert result.exit_code == 2
+    assert "--since 'yesterday'" in result.stderr
+
+
+def test_deadletters_show_by_event_id_json(store: Path) -> None:
+    result = run_cli("-o", "json", "deadletters", "show", event_id(2), "--store", store)
+
+    assert result.exit_code == 0, result.stderr
+    data = result.json
+    assert list(data)[:9] == DEAD_LETTER_KEYS
+    assert [a["status"] for a in data["timeline"]] == [503, 503]
+    assert data["event"]["EventId"] == event_id(2)
+
+
+def test_deadletters_show_table_includes_the_event(store: Path) -> None:
+    result = run_cli("deadletters", "show", "1", "--store", store)
+    assert result.exit_code == 0, result.stderr
+    assert '"EventId": "' + event_id(1) in result.stdout
+    assert "PayloadTooLarge" in result.stdout
+
+
+def test_deadletters_show_unknown_exits_4(store: Path) -> None:
+    result = run_cli("deadletters", "show", event_id(4), "--store", store)
+    assert result.exit_code == 4
+
+
+def test_deadletters_redrive_requeues_selected_and_reports_them(store: Path) -> None:
+    result = run_cli("-o", "json", "deadletters", "redrive", "--status", "503", "--store", store)
+
+    assert result.exit_code == 0, result.stderr
+    assert result.json == {"requeued": 1, "event_ids": [event_id(2)]}
+    assert _state(store, 2) == "queued"
+    assert _state(store, 1) == "dead_lettered"
+    assert "prefctl dispatcher run" in result.stderr  # no emulator serves this store
+
+
+def test_deadletters_redrive_without_filter_needs_all(store: Path) -> None:
+    refused = run_cli("deadletters", "redrive", "--store", store)
+    assert refused.exit_code == 2
+    assert "--all" in refused.stderr
+
+    result = run_cli("deadletters", "redrive", "--all", "--store", store)
+    assert result.exit_code == 0, result.stderr
+    assert "requeued 3 dead letters" in result.stderr
+
+
+def test_deadletters_export_to_a_private_file_then_replay_reads_it(
+    store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "dead.ndjson"
+    result = run_cli("deadletters", "export", "--store", store, "--file", out)
+
+    assert result.exit_code == 0, result.stderr
+    assert "exported 3 dead letters" in result.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [list(line)[:9] for line in lines] == [DEAD_LETTER_KEYS] * 3
+    assert lines[2]["event"]["Data"] == {"Address": "ann3@example.com"}
+
+
+def test_deadletters_export_json_to_stdout(store: Path) -> None:
+    result = run_cli(
+        "deadletters", "export", "--format", "json", "--reason", "PayloadTooLarge", "--store", store
+    )
+    assert result.exit_code == 0, result.stderr
+    (record,) = result.json
+    assert record["event"]["EventId"] == event_id(1)
+
+
+def test_deadletters_purge_without_a_terminal_needs_yes(store: Path) -> None:
+    result = run_cli("deadletters", "purge", "--reason", "PayloadTooLarge", "--store", store)
+    assert result.exit_code == 2
+    assert "--yes" in result.stderr
+    assert _state(store, 1) == "dead_lettered"
+
+
+def test_deadletters_purge_with_yes_deletes_only_the_selected(store: Path) -> None:
+    result = run_cli(
+        "-o",
+        "json",
+        "deadletters",
+        "purge",
+        "--reason",
+        "PayloadTooLarge",
+        "--yes",
+        "--store",
+        store,
+    )
+
+    assert result.exit_code == 0, result.stderr
+    assert result.json == {"purged": 1}
+    assert _state(store, 1) is None
+    assert _state(store, 2) == "dead_lettered"
+
+
+# -- dead letters made by the real engine against real receivers -----------------------------------
+def _deliver_until_final(store: Path, ids: list[int]) -> None:
+    """The engine (time scale 50: the 30 s timeout is 0.6 s) on ``store`` until every delivery in ``ids`` is final."""
+
+    async def main() -> None:
+        config = DispatcherConfig(store_path=store, time_scale=50, plugins=False)
+        async with running(config):
+            deadline = time.monotonic() + 15
+            while any(_state(store, i) not in ("delivered", "dead_lettered") for i in ids):
+                assert time.monotonic() < deadline, "not final within 15 s"
+                await asyncio.sleep(0.02)
+
+    asyncio.run(main())
+
+
+def test_deadletters_lifecycle_with_the_engine_and_real_receivers(tmp_path: Path) -> None:
+    store = tmp_path / "engine.db"
+    conn = new_store(store)
+    set_settings(conn, MaxDeliveryAttempts=2)
+    two_413s = FaultPlan(steps=(FaultStep(count=2, status=413),))
+    with (
+        start_in_thread(ReceiverConfig(port=0, credentials=CREDENTIALS, faults=two_413s)) as fixed,
+        start_in_thread(
+            ReceiverConfig(port=0, credentials=CREDENTIALS, faults=plan_from_options(respond=503))
+        ) as failing,
+    ):
+        sub_a = subscribe(conn, fixed.webhook_url, name="A")
+        sub_b = subscribe(conn, failing.webhook_url, name="B")
+        now = time.time()
+        a_ids = engine_queue(conn, sub_a, 2, at=now)
+        b_ids = engine_queue(conn, sub_b, 1, at=now, prefix="11111111")
+        _deliver_until_final(store, a_ids + b_ids)
+
+        listed = run_cli("-o", "json", "deadletters", "list", "--store", store)
+        by_status = run_cli(
+            "-o", "json", "deadletters", "list", "--status", "503", "--store", store
+        )
+        by_sub = run_cli(
+            "-o", "json", "deadletters", "list", "--subscription", str(sub_a), "--store", store
+        )
+        shown = run_cli("-o", "json", "deadletters", "show", str(b_ids[0]), "--store", store)
+        exported = run_cli("deadletters", "export", "--reason", "PayloadTooLarge", "--store", store)
+        redriven = run_cli(
+            "deadletters", "redrive", "--reason", "PayloadTooLarge", "--store", store
+        )
+        _deliver_until_final(store, a_ids)
+        delivered = run_cli(
+            "-o", "json", "deliveries", "list", "--state", "delivered", "--store", store
+        )
+        purged = run_cli("-o", "json", "deadletters", "purge", "--all", "--yes", "--store", store)
+        left = run_cli("-o", "json", "deadletters", "list", "--store", store)
+    conn.close()
+
+    assert sorted((r["subscription_id"], r["reason"], r["last_status"]) for r in listed.json) == [
+        (sub_a, "PayloadTooLarge", 413),
+        (sub_a, "PayloadTooLarge", 413),
+        (sub_b, "MaxDeliveryAttemptsExceeded", 503),
+    ]
+    assert [list(r) for r in listed.json] == [DEAD_LETTER_KEYS] * 3
+    assert [r["subscription_id"] for r in by_status.json] == [sub_b]
+    assert [r["subscription_id"] for r in by_sub.json] == [sub_a, sub_a]
+    assert [(a["outcome"], a["status"]) for a in shown.json["timeline"]] == [
+        ("failed", 503),
+        ("failed", 503),
+    ]
+    assert len(exported.stdout.splitlines()) == 2
+    assert all(
+        orjson.loads(line)["event"]["SubscriptionId"] == sub_a
+        for line in exported.stdout.splitlines()
+    )
+    assert "requeued 2 dead letters" in redriven.stderr
+    assert sorted(r["delivery_id"] for r in delivered.json) == sorted(a_ids)
+    assert purged.json == {"purged": 1}
+    assert left.json == []

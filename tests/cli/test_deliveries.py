@@ -1,0 +1,88 @@
+"""``prefctl deliveries list / show`` on a store file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.dispatcher.ops_helpers import event_id, finish, queue_event
+from tests.helpers import run_cli
+from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """Event 1 → subscription A (dead-lettered after 2 × 503) and B (queued)."""
+    path = tmp_path / "store.db"
+    conn = open_service_store(path)
+    subs = [
+        add_subscription(conn, subscription_body("https://a.example/hook", name="A")),
+        add_subscription(conn, subscription_body("https://b.example/hook", name="B")),
+    ]
+    (a1, _b1) = queue_event(conn, 1, subs)
+    finish(conn, a1.delivery_id, status=503, attempts=2)
+    conn.close()
+    return path
+
+
+def test_deliveries_list_json_is_an_array_of_snake_case_records(store: Path) -> None:
+    result = run_cli("deliveries", "list", "--store", store, "-o", "json")
+
+    assert result.exit_code == 0, result.stderr
+    records = result.json
+    assert [(r["delivery_id"], r["state"]) for r in records] == [
+        (1, "dead_lettered"),
+        (2, "queued"),
+    ]
+    assert records[0]["event_id"] == event_id(1)
+    assert records[0]["reason"] == "MaxDeliveryAttemptsExceeded"
+    assert records[1]["next_attempt_at"] == "2026-01-01T00:00:00.000Z"
+
+
+def test_deliveries_list_state_filter_and_table(store: Path) -> None:
+    result = run_cli("deliveries", "list", "--store", store, "--state", "queued")
+
+    assert result.exit_code == 0, result.stderr
+    assert "queued" in result.stdout
+    assert "dead_lettered" not in result.stdout
+
+
+def test_deliveries_list_nothing_matches_says_so_on_stderr(store: Path) -> None:
+    result = run_cli("deliveries", "list", "--store", store, "--subscription", "99")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "no deliveries" in result.stderr
+
+
+def test_deliveries_show_prints_the_attempt_timeline(store: Path) -> None:
+    result = run_cli("deliveries", "show", "1", "--store", store)
+
+    assert result.exit_code == 0, result.stderr
+    assert "attempts" in result.stdout
+    assert result.stdout.count("503") >= 2
+    assert "dead-lettered: MaxDeliveryAttemptsExceeded" in result.stdout
+    assert "50 ms" in result.stdout
+
+
+def test_deliveries_show_json_has_the_timeline(store: Path) -> None:
+    result = run_cli("-o", "json", "deliveries", "show", "1", "--store", store)
+
+    assert result.exit_code == 0, result.stderr
+    timeline = result.json["timeline"]
+    assert [(a["attempt"], a["outcome"], a["status"]) for a in timeline] == [
+        (1, "failed", 503),
+        (2, "failed", 503),
+    ]
+
+
+def test_deliveries_show_unknown_id_exits_4(store: Path) -> None:
+    result = run_cli("deliveries", "show", "42", "--store", store)
+    assert result.exit_code == 4
+    assert "delivery 42 not found" in result.stderr
+
+
+def test_deliveries_list_without_a_store_exits_2_with_a_hint(tmp_path: Path) -> None:
+    result = run_cli("deliveries", "list")
+    assert result.exit_code == 2
+    assert "no store at" in result.stderr
+    assert "prefctl emulator start" in result.stderr
