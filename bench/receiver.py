@@ -1,0 +1,437 @@
+"""Benchmark ``prefctl receive`` against its ceilings (DESIGN §12.1; results in docs/performance.md).
+
+In one run, with the same load, it measures:
+
+- ``nginx``: nginx answering 200 to everything (the machine's ceiling), one worker;
+- ``bare``: a bare ASGI app that only reads the body and verifies the signature, on the same
+  uvicorn settings as the receiver (``prefctl.receiver.serve.uvicorn_config``): the Python ceiling;
+- ``receiver``: ``prefctl -o json receive`` with verification on, its NDJSON lines going to a file.
+
+Load: ``wrk`` with ``bench/receiver_sign.lua`` sending correctly signed ~1 KB events. wrk's LuaJIT
+cannot compute HMAC-SHA512, so this script signs a pool of requests in Python right before each
+run (Timestamps are fresh, well inside the 300 s tolerance) and the Lua script cycles through them.
+Each server gets 64 and 256 connections for 10 s each, after a 2 s warm-up.
+
+Besides req/s, p50/p99, timeouts and RSS it reports the CPU time each server process used per
+request (user + system, from /proc): on a machine shared with other work, req/s moves with the
+neighbours' load, while CPU per request mostly does not, so the CPU ratio is the steadier
+comparison of the receiver with the bare app.
+
+Targets: ≥ 12,000 verified requests/s at 64 connections and ≥ 90 % of the bare app; p99 < 50 ms at
+256 connections with no timeouts. "Verified" = answered 2xx (a request that fails verification is
+answered 401, which wrk counts as a status error); the receiver's own output is counted as a check.
+
+Needs wrk and nginx on PATH (Debian: ``apt-get install -y wrk nginx``); this script does not install
+them. Run: ``.venv/bin/python bench/receiver.py [--duration 10] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "bench" / "receiver_sign.lua"
+CLIENT_ID = "BENCH_CORP"
+SIGNATURE_USER_ID = "bench-signer"
+HASHKEY = "bench-hashkey-0123456789abcdef0123456789abcdef"
+HASHKEY_ENV = "PREFCTL_BENCH_HASHKEY"
+POOL_SIZE = 2000
+PATH = "/webhooks"
+
+
+@dataclass
+class Result:
+    server: str
+    connections: int
+    requests_per_s: float
+    verified_per_s: float
+    p50_ms: float
+    p99_ms: float
+    timeouts: int
+    errors: int
+    rss_mib: float | None
+    cpu_us_per_request: float | None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited early with code {process.returncode}: {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"server at {url} did not become healthy within {timeout:g} s")
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children (nginx's worker)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(child) for child in children]
+    except OSError:
+        pass
+    for each in pids:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def write_pool(path: Path) -> None:
+    """Sign POOL_SIZE distinct ~1 KB events now and write them as a Lua table."""
+    from prefctl.webhooks.envelope import encode_event
+    from prefctl.webhooks.signature import SigningCredentials, sign_header
+
+    creds = SigningCredentials(CLIENT_ID, SIGNATURE_USER_ID, HASHKEY)
+    now = datetime.now(UTC)
+    header = sign_header(creds, now)
+    items = []
+    for n in range(POOL_SIZE):
+        body = encode_event(
+            event_id=f"00000000-0000-4000-8000-{n:012d}",
+            event_type="contacts.email.updated",
+            subscription_id=12,
+            client_id=CLIENT_ID,
+            profile_id=100_000 + n % 500,
+            event_time=now,
+            original_event_time=now,
+            data={
+                "Address": f"customer{n}@example.com",
+                "Type": "Personal",
+                "IsDefault": True,
+                "Preferences": [
+                    {
+                        "Program": "Newsletter",
+                        "Filter": f"Weekly digest {i}",
+                        "Channel": "Email",
+                        "Status": "OptIn",
+                        "Frequency": "Weekly",
+                    }
+                    for i in range(5)
+                ],
+            },
+            previous_data={"Address": f"old{n}@example.com"},
+        ).decode()
+        assert "]==]" not in body
+        items.append(
+            f'{{path="{PATH}",headers={{["Content-Type"]="application/json",'
+            f'["Service-Webhook"]="{header}"}},body=[==[{body}]==]}}'
+        )
+    path.write_text("return {\n" + ",\n".join(items) + "\n}\n")
+
+
+def run_wrk(url: str, pool: Path, connections: int, duration: float) -> dict[str, int]:
+    command = [
+        "wrk",
+        "-t2",
+        f"-c{connections}",
+        f"-d{duration:g}s",
+        "--timeout",
+        "2s",
+        "-s",
+        str(LUA),
+        url,
+        "--",
+        str(pool),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("WRK_JSON "):
+            return dict(json.loads(line[len("WRK_JSON ") :]))
+    raise SystemExit(f"no summary from wrk:\n{done.stdout}\n{done.stderr}")
+
+
+def measure(name: str, url: str, pid: int, tmp: Path, connections: int, duration: float) -> Result:
+    pool = tmp / "pool.lua"
+    write_pool(pool)
+    run_wrk(url, pool, connections, 2)  # warm-up
+    write_pool(pool)
+    cpu_before = cpu_seconds(pid)
+    stats = run_wrk(url, pool, connections, duration)
+    cpu = cpu_seconds(pid) - cpu_before
+    seconds = stats["duration_us"] / 1e6
+    errors = stats["connect_errors"] + stats["read_errors"] + stats["write_errors"]
+    return Result(
+        server=name,
+        connections=connections,
+        requests_per_s=round(stats["requests"] / seconds),
+        verified_per_s=round((stats["requests"] - stats["status_errors"]) / seconds),
+        p50_ms=round(stats["p50_us"] / 1000, 2),
+        p99_ms=round(stats["p99_us"] / 1000, 2),
+        timeouts=stats["timeouts"],
+        errors=errors,
+        rss_mib=None if name == "nginx" else rss_mib(pid),
+        cpu_us_per_request=round(cpu / max(stats["requests"], 1) * 1e6, 1),
+    )
+
+
+def start_nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+    prefix = tmp / "nginx"
+    prefix.mkdir()
+    conf = prefix / "nginx.conf"
+    conf.write_text(
+        f"""daemon off;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ return 200; }}
+  }}
+}}
+"""
+    )
+    return subprocess.Popen(
+        ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
+    )
+
+
+def start_bare(port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, HASHKEY_ENV: HASHKEY}
+    return subprocess.Popen([sys.executable, __file__, "--serve-bare", str(port)], env=env)
+
+
+def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, HASHKEY_ENV: HASHKEY}
+    env.pop("PREFCTL_HASHKEY", None)
+    prefctl = Path(sys.executable).parent / "prefctl"
+    command = [
+        str(prefctl),
+        "-o",
+        "json",
+        "receive",
+        "--port",
+        str(port),
+        "--client-id",
+        CLIENT_ID,
+        "--signature-user-id",
+        SIGNATURE_USER_ID,
+        "--hashkey-env",
+        HASHKEY_ENV,
+    ]
+    with output.open("wb") as sink:
+        return subprocess.Popen(command, env=env, stdout=sink)
+
+
+def serve_bare(port: int) -> None:
+    """The Python ceiling: read the body, verify the signature, answer 200 (or 401)."""
+    import asyncio
+
+    from prefctl.receiver.serve import bind_socket, new_event_loop, uvicorn_config
+    from prefctl.webhooks.signature import SignatureError, SigningCredentials, Verifier
+
+    verifier = Verifier(SigningCredentials(CLIENT_ID, SIGNATURE_USER_ID, os.environ[HASHKEY_ENV]))
+    ok = {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]}
+    denied = {"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]}
+    empty = {"type": "http.response.body", "body": b""}
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        header = dict(scope["headers"]).get(b"service-webhook")
+        start = ok
+        if scope["method"] == "POST":
+            try:
+                verifier.verify(header.decode("latin-1") if header else None, now=datetime.now(UTC))
+            except SignatureError:
+                start = denied
+        await send(start)
+        await send(empty)
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn_config(app))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(server.serve(sockets=[bind_socket("127.0.0.1", port)]))
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def bench_server(
+    name: str, tmp: Path, connections: list[int], duration: float, output: Path
+) -> list[Result]:
+    port = free_port()
+    if name == "nginx":
+        process = start_nginx(tmp, port)
+    elif name == "bare":
+        process = start_bare(port)
+    else:
+        process = start_receiver(port, output)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base + "/healthz", process)
+        return [measure(name, base + PATH, process.pid, tmp, c, duration) for c in connections]
+    finally:
+        stop(process)
+
+
+def count_verified(output: Path) -> int:
+    verified = 0
+    with output.open("rb") as lines:
+        for line in lines:
+            if b'"signature":"valid"' in line and b'"status":200' in line:
+                verified += 1
+    return verified
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--connections", default="64,256", help="comma-separated wrk -c values")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--servers", default="nginx,bare,receiver", help="comma-separated subset to measure"
+    )
+    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_bare:
+        serve_bare(args.serve_bare)
+        return 0
+    missing = [tool for tool in ("wrk", "nginx") if shutil.which(tool) is None]
+    if missing:
+        print(
+            f"bench/receiver.py needs {' and '.join(missing)} on PATH; on Debian: "
+            "apt-get install -y wrk nginx",
+            file=sys.stderr,
+        )
+        return 2
+    connections = [int(c) for c in args.connections.split(",")]
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as name:
+        tmp = Path(name)
+        output = tmp / "receiver.ndjson"
+        for server in args.servers.split(","):
+            results.extend(bench_server(server, tmp, connections, args.duration, output))
+        logged = count_verified(output) if output.exists() else 0
+    if args.servers != "nginx,bare,receiver":
+        for r in results:
+            print(r)
+        return 0
+    report(results, logged, args.json)
+    return 0
+
+
+def report(results: list[Result], logged: int, as_json: bool) -> None:
+    by = {(r.server, r.connections): r for r in results}
+    checks = []
+    low = min(r.connections for r in results)
+    high = max(r.connections for r in results)
+    receiver_low, bare_low = by[("receiver", low)], by[("bare", low)]
+    receiver_high = by[("receiver", high)]
+    ratio = receiver_low.verified_per_s / bare_low.verified_per_s
+    checks.append(
+        (f"≥ 12,000 verified/s at {low} connections", receiver_low.verified_per_s >= 12000)
+    )
+    checks.append((f"≥ 90 % of the bare app at {low} connections ({ratio:.0%})", ratio >= 0.9))
+    checks.append(
+        (
+            f"p99 < 50 ms at {high} connections ({receiver_high.p99_ms} ms)",
+            receiver_high.p99_ms < 50,
+        )
+    )
+    checks.append(
+        (
+            f"no timeouts at {high} connections",
+            receiver_high.timeouts == 0 and receiver_high.errors == 0,
+        )
+    )
+    load = os.getloadavg()
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "results": [asdict(r) for r in results],
+                    "receiver_logged_verified": logged,
+                    "checks": [{"check": c, "ok": ok} for c, ok in checks],
+                    "loadavg": load,
+                },
+                indent=2,
+            )
+        )
+        return
+    print(
+        f"{'server':<9} {'conns':>5} {'req/s':>8} {'verified/s':>10} {'p50 ms':>7} "
+        f"{'p99 ms':>7} {'timeouts':>8} {'errors':>6} {'RSS MiB':>7} {'CPU µs/req':>10}"
+    )
+    for r in results:
+        rss = f"{r.rss_mib:.0f}" if r.rss_mib is not None else "-"
+        cpu = f"{r.cpu_us_per_request:.1f}" if r.cpu_us_per_request is not None else "-"
+        print(
+            f"{r.server:<9} {r.connections:>5} {r.requests_per_s:>8} {r.verified_per_s:>10} "
+            f"{r.p50_ms:>7} {r.p99_ms:>7} {r.timeouts:>8} {r.errors:>6} {rss:>7} {cpu:>10}"
+        )
+    for c in sorted({r.connections for r in results}):
+        rec, bare, nginx = by[("receiver", c)], by[("bare", c)], by[("nginx", c)]
+        cpu_ratio = (bare.cpu_us_per_request or 0) / (rec.cpu_us_per_request or 1)
+        print(
+            f"ratio at {c}: receiver/bare {rec.verified_per_s / bare.verified_per_s:.0%} "
+            f"(by CPU time per request: {cpu_ratio:.0%}), "
+            f"receiver/nginx {rec.verified_per_s / nginx.verified_per_s:.0%}"
+        )
+    print(f"receiver NDJSON lines with a valid signature and 200: {logged}")
+    for check, ok in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {check}")
+    print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

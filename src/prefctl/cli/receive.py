@@ -1,0 +1,308 @@
+"""``prefctl receive``: the local webhook receiver (DESIGN §10; docs/receiver.md).
+
+This module turns flags into a ``ReceiverConfig`` and renders the verdict stream; the receiver
+itself is ``prefctl.receiver``. The per-request lines are the command's data, so they go to stdout
+(NDJSON with ``-o json``, after a ``{"type": "ready"}`` line); the ready and stop messages of the
+table mode go to stderr. Lines arrive in batches from the receiver's verdict pump, never from the
+request path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from prefctl.cli._context import get_state
+from prefctl.cli._output import Output, to_json
+from prefctl.cli._signing import (
+    ClientIdOption,
+    HashkeyEnvOption,
+    HashkeyFileOption,
+    SignatureUserIdOption,
+    signing_credentials,
+)
+from prefctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prefctl.receiver import Verdict
+    from prefctl.receiver.pump import BackgroundWriter, Sink
+
+DEFAULT_PORT = 8751  # prefctl.receiver.DEFAULT_PORT, repeated to keep --help free of imports
+
+
+def register(root: typer.Typer) -> None:
+    root.command("receive")(receive)
+
+
+def receive(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="Port to listen on (0: any free port).")
+    ] = DEFAULT_PORT,
+    path: Annotated[
+        str, typer.Option("--path", help="Path that receives the POSTs.")
+    ] = "/webhooks",
+    client_id: ClientIdOption = None,
+    signature_user_id: SignatureUserIdOption = None,
+    hashkey_file: HashkeyFileOption = None,
+    hashkey_env: HashkeyEnvOption = None,
+    no_verify: Annotated[
+        bool,
+        typer.Option("--no-verify", help="Accept events without checking their signature."),
+    ] = False,
+    tolerance: Annotated[
+        float,
+        typer.Option("--tolerance", help="Seconds a signature Timestamp may be off the clock."),
+    ] = 300.0,
+    manual_validation: Annotated[
+        bool,
+        typer.Option(
+            "--manual-validation",
+            help="Answer handshakes 200 without the code and show the validationUrl.",
+        ),
+    ] = False,
+    auto_validate: Annotated[
+        bool,
+        typer.Option(
+            "--auto-validate",
+            help="Manual validation, and GET the validationUrl right away (implies "
+            "--manual-validation).",
+        ),
+    ] = False,
+    respond: Annotated[
+        int | None,
+        typer.Option(
+            "--respond", metavar="STATUS", help="Answer every event STATUS.", show_default=False
+        ),
+    ] = None,
+    fail_first: Annotated[
+        int,
+        typer.Option("--fail-first", metavar="N", help="Answer the first N events --fail-status."),
+    ] = 0,
+    fail_status: Annotated[
+        int,
+        typer.Option("--fail-status", help="Status of --fail-first and --fail-rate failures."),
+    ] = 500,
+    fail_rate: Annotated[
+        float,
+        typer.Option(
+            "--fail-rate", metavar="P", help="Answer this share of events (0–1) --fail-status."
+        ),
+    ] = 0.0,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Seed of --fail-rate, to repeat a run.", show_default=False),
+    ] = None,
+    delay: Annotated[
+        float,
+        typer.Option("--delay", metavar="S", help="Answer every event after S seconds."),
+    ] = 0.0,
+    fault_plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--fault-plan",
+            metavar="FILE",
+            help="TOML list of behaviours, step by step (docs/receiver.md).",
+            show_default=False,
+        ),
+    ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="FILE",
+            help="Write every request (headers, body, verdict) to FILE as NDJSON.",
+            show_default=False,
+        ),
+    ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option("--redact", help="Mask e-mails, phone numbers and names in --record."),
+    ] = False,
+    forward_to: Annotated[
+        str | None,
+        typer.Option(
+            "--forward-to",
+            metavar="URL",
+            help="Pass authentic events to your handler and answer with its status.",
+            show_default=False,
+        ),
+    ] = None,
+    exit_after: Annotated[
+        int | None,
+        typer.Option(
+            "--exit-after",
+            metavar="N",
+            help="Exit 0 once N authentic events arrived.",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="S",
+            help="Stop after S seconds (exit 1 if --exit-after was not reached).",
+            show_default=False,
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert", help="Serve HTTPS with this PEM certificate.", show_default=False
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option("--tls-key", help="Private key of --tls-cert (PEM).", show_default=False),
+    ] = None,
+    client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--client-ca",
+            help="Require a client certificate issued by this CA (mTLS).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Receive webhooks locally: answer handshakes, verify signatures, show every request.
+
+    One line per request on stdout: time, status, EventType, ProfileId, EventId, signature result,
+    duplicate, out of order, latency. Example: prefctl receive --fail-first 3 --record events.ndjson
+    """
+    import dataclasses
+    import random
+
+    from prefctl.receiver import ReceiverConfig, plan_from_options, serve
+    from prefctl.receiver.pump import BackgroundWriter
+
+    state = get_state()
+    out = state.out
+    faults = plan_from_options(
+        respond=respond,
+        fail_first=fail_first,
+        fail_status=fail_status,
+        fail_rate=fail_rate,
+        delay=delay,
+        plan_file=fault_plan,
+    )
+    credentials = None
+    if not no_verify:
+        try:
+            credentials = signing_credentials(
+                client_id, signature_user_id, hashkey_file, hashkey_env
+            )
+        except ConfigError as exc:
+            hint = f"{exc.hint}; or pass --no-verify" if exc.hint else "or pass --no-verify"
+            raise ConfigError(exc.message, hint=hint) from None
+    # Lines are written on their own thread, so a slow terminal or pipe never holds up an answer.
+    writer = BackgroundWriter(
+        lambda chunk: (
+            out.line(chunk) if isinstance(chunk, str) else out.out.print(chunk, soft_wrap=True)
+        ),
+        name="prefctl-receive-output",
+    )
+    try:
+        config = ReceiverConfig(
+            host=host,
+            port=port,
+            path=path,
+            verify=not no_verify,
+            credentials=credentials,
+            tolerance=tolerance,
+            manual_validation=manual_validation or auto_validate,
+            auto_validate=auto_validate,
+            faults=faults,
+            record=record,
+            redact=redact,
+            forward_to=forward_to,
+            exit_after=exit_after,
+            timeout=timeout,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            client_ca=client_ca,
+            rng=random.Random(seed),
+            on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
+        )
+        summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
+    finally:
+        writer.close()
+    if writer.error is not None:
+        raise writer.error
+    if state.json:
+        out.json_line({"type": "stopped", **dataclasses.asdict(summary)})
+    else:
+        out.info(
+            f"stopped ({summary.reason}): {summary.requests} requests, {summary.events} events"
+        )
+
+
+def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
+    if out.json_mode:
+        writer.write(to_json(info, indent=False))
+        return
+    if info["verify"]:
+        out.success(
+            f"receiving on {info['url']} — signatures verified for {info['client_id']} / "
+            f"{info['signature_user_id']} (tolerance {info['tolerance']:g} s)"
+        )
+    else:
+        out.warn(f"receiving on {info['url']} — signature verification is OFF (--no-verify)")
+    extras = [
+        f"{label}: {info[key]}"
+        for key, label in (
+            ("validation", "handshakes"),
+            ("faults", "faults"),
+            ("record", "recording to"),
+            ("forward_to", "forwarding to"),
+        )
+        if info[key] and info[key] != "sync"
+    ]
+    if info["mtls"]:
+        extras.append("client certificate required (mTLS)")
+    for extra in extras:
+        out.info(f"  {extra}")
+
+
+def _json_sink(writer: BackgroundWriter) -> Sink:
+    from prefctl.receiver.verdict import json_lines
+
+    def sink(batch: Sequence[Verdict]) -> None:
+        if writer.error is not None:
+            raise writer.error
+        writer.write(json_lines(batch).decode())
+
+    return sink
+
+
+_STATUS_STYLE = {2: "green", 3: "yellow", 4: "red", 5: "red"}
+
+
+def _table_sink(out: Output, writer: BackgroundWriter) -> Sink:
+    from prefctl.receiver import format_line
+
+    if not (out.out.is_terminal and not out.no_color):
+
+        def plain(batch: Sequence[Verdict]) -> None:
+            if writer.error is not None:
+                raise writer.error
+            writer.write("\n".join([format_line(v) for v in batch]))
+
+        return plain
+
+    from rich.text import Text
+
+    def styled(batch: Sequence[Verdict]) -> None:
+        if writer.error is not None:
+            raise writer.error
+        for verdict in batch:
+            text = Text(format_line(verdict))
+            status = verdict.status
+            style = "bold red" if status is None else _STATUS_STYLE.get(status // 100, "")
+            text.stylize(style, 14, 17)  # the status column
+            writer.write(text)
+
+    return styled

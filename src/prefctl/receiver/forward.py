@@ -1,0 +1,178 @@
+"""The receiver's outgoing HTTP: ``--forward-to`` and ``--auto-validate``, with one async httpx client.
+
+``Forwarder`` passes an authentic event (its body and headers, unchanged) to the user's own handler
+and **mirrors the handler's answer** (status, body, content type) back to the service, so that a
+handler that fails makes the service retry exactly as it would in production. A handler that cannot
+be reached is answered 502, one that does not answer within ``timeout`` (default 25 s, inside the
+service's 30 s budget) 504; both are failed attempts for the service.
+
+``AutoValidator`` performs the manual validation itself: once the receiver has answered a handshake
+without the code, it GETs the ``validationUrl`` (after a short pause, so that the service has
+recorded the answer first; up to 3 tries) and reports the outcome as a ``validation`` verdict.
+
+httpx is imported only when one of these is used, and both run on the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from prefctl.clock import Clock
+from prefctl.receiver.verdict import ForwardResult, Kind, Verdict
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["AutoValidator", "ForwardAnswer", "Forwarder"]
+
+FORWARD_BODY_SHOWN = 200
+ANSWER_BODY_LIMIT = 64 * 1024
+# Connection-level headers describe one hop and are not passed on.
+_HOP_HEADERS = frozenset(
+    {b"host", b"content-length", b"connection", b"keep-alive", b"transfer-encoding", b"te"}
+    | {b"upgrade", b"proxy-connection", b"expect"}
+)
+
+
+class ForwardAnswer:
+    """What the receiver answers after forwarding, and what it shows."""
+
+    __slots__ = ("body", "content_type", "result", "status")
+
+    def __init__(
+        self, status: int, body: bytes, content_type: bytes | None, result: ForwardResult
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.result = result
+
+
+class Forwarder:
+    """POSTs authentic events to the user's handler and returns its answer."""
+
+    def __init__(self, url: str, *, timeout: float = 25.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        import httpx
+
+        self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def forward(self, headers: list[tuple[bytes, bytes]], body: bytes) -> ForwardAnswer:
+        import httpx
+
+        assert self._client is not None, "Forwarder.start() was not awaited"
+        passed = [(name, value) for name, value in headers if name not in _HOP_HEADERS]
+        started = time.perf_counter()
+        try:
+            response = await self._client.post(self.url, content=body, headers=passed)
+        except httpx.TimeoutException:
+            return self._failed(504, started, f"no answer within {self.timeout:g} s")
+        except httpx.HTTPError as exc:
+            return self._failed(502, started, f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if not 200 <= response.status_code <= 599:
+            return self._failed(502, started, f"answered an unusable status {response.status_code}")
+        latency = _ms_since(started)
+        content = response.content
+        shown = content[:FORWARD_BODY_SHOWN].decode("utf-8", errors="replace")
+        result = ForwardResult(status=response.status_code, latency_ms=latency, body=shown)
+        content_type = response.headers.get("content-type")
+        return ForwardAnswer(
+            response.status_code,
+            content[:ANSWER_BODY_LIMIT],
+            content_type.encode("latin-1") if content_type else None,
+            result,
+        )
+
+    @staticmethod
+    def _failed(status: int, started: float, error: str) -> ForwardAnswer:
+        result = ForwardResult(status=None, latency_ms=_ms_since(started), error=error)
+        return ForwardAnswer(status, b"", None, result)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000.0, 1)
+
+
+class AutoValidator:
+    """GETs validationUrls in the background and pushes the outcome as a verdict."""
+
+    def __init__(
+        self,
+        push: Callable[[Verdict], None],
+        clock: Clock,
+        *,
+        pause: float = 1.0,
+        attempts: int = 3,
+        retry_delay: float = 2.0,
+        timeout: float = 10.0,
+    ) -> None:
+        self._push = push
+        self._clock = clock
+        self.pause = pause
+        self.attempts = attempts
+        self.retry_delay = retry_delay
+        self.timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        import httpx
+
+        self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+
+    def schedule(self, url: str) -> None:
+        """Validate ``url`` soon, off the request that carried it."""
+        task = asyncio.get_running_loop().create_task(self._validate(url))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _validate(self, url: str) -> None:
+        import httpx
+
+        assert self._client is not None, "AutoValidator.start() was not awaited"
+        await self._clock.sleep(self.pause)
+        status: int | None = None
+        detail = ""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = await self._client.get(url)
+            except httpx.HTTPError as exc:
+                status, detail = None, f"{type(exc).__name__}: {exc}".rstrip(": ")
+            else:
+                status = response.status_code
+                if response.is_success:
+                    detail = "validated"
+                    break
+                detail = f"answered {status}"
+            if attempt < self.attempts:
+                await self._clock.sleep(self.retry_delay)
+        self._push(
+            Verdict(
+                time=self._clock.now(),
+                kind=Kind.VALIDATION,
+                status=status,
+                method="GET",
+                path=url,
+                validation_url=url,
+                detail=detail,
+            )
+        )

@@ -1,0 +1,196 @@
+"""What the receiver decided about one request: the ``Verdict`` stream.
+
+The ASGI handler builds a ``Verdict`` for every request to the webhook path, answers, and appends
+the verdict to a queue; a consumer task (``receiver.pump``) completes it off the request path
+(duplicate, attempt, out of order, latency) and hands batches to the display, the recorder and any
+``on_verdicts`` callback. ``orjson.dumps(verdict, option=JSON_OPTIONS)`` (``as_json()``) is the
+``{"type": "request", …}`` line of ``prefctl receive -o json``; ``format_line()`` is the line
+people read (both in docs/receiver.md).
+
+    >>> verdict.status, verdict.signature, verdict.duplicate
+    (200, 'valid', False)
+    >>> format_line(verdict)
+    '19:20:30.123  200  contacts.email.added          profile=1001  event=3f2a9c1e…  sig=valid  latency=12ms'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "AUTHENTIC_SIGNATURES",
+    "JSON_OPTIONS",
+    "ForwardResult",
+    "Kind",
+    "SignatureResult",
+    "Verdict",
+    "format_line",
+    "json_lines",
+]
+
+
+class Kind:
+    """What a request was: ``Verdict.kind``."""
+
+    EVENT = "event"  # an event notification (EventType other than the handshake's)
+    HANDSHAKE = "handshake"  # a subscription.validation message
+    INVALID = "invalid"  # a request whose body could not be read as a message
+    OTHER = "other"  # a request to another path or with another method
+    VALIDATION = "validation"  # the receiver's own GET of a validationUrl (--auto-validate)
+
+
+class SignatureResult:
+    """The outcome of signature verification: ``Verdict.signature``."""
+
+    VALID = "valid"
+    INVALID = "invalid"  # a header that does not verify; ``reason`` says why
+    MISSING = "missing"  # an event without a Service-Webhook header
+    UNVERIFIED = "unverified"  # --no-verify
+    NOT_REQUIRED = "not_required"  # a handshake, which carries no signature
+
+
+@dataclass(slots=True)
+class ForwardResult:
+    """How the user's handler (``--forward-to``) answered a forwarded event."""
+
+    status: int | None
+    latency_ms: float
+    body: str = ""
+    error: str | None = None
+
+
+_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(slots=True, eq=False)
+class Verdict:
+    """One request and the receiver's answer to it; its public fields are the NDJSON line.
+
+    ``status`` is None when a fault reset the connection. ``reason`` is a short machine code
+    (``too_old``, ``not_json``, ``body_too_large``…) and ``detail`` the sentence for people.
+    ``duplicate``, ``attempt``, ``out_of_order`` and ``latency_ms`` are filled in by the pump.
+    ``_body`` and ``_headers`` are the raw request (headers only when recording); orjson leaves
+    fields that start with an underscore out, so ``orjson.dumps(verdict)`` is exactly the line
+    of ``prefctl receive -o json``, serialised without building a dict first.
+
+    Build one with keywords (``Verdict(time=now, kind=Kind.EVENT, status=200)``); every field has
+    a default so that the request path can also pass the first few positionally, which is cheaper.
+    """
+
+    type: str = "request"
+    time: datetime = _NO_TIME
+    kind: str = Kind.INVALID
+    method: str = "POST"
+    path: str = ""
+    status: int | None = None
+    event_type: str | None = None
+    event_id: str | None = None
+    profile_id: Any = None
+    subscription_id: Any = None
+    event_time: str | None = None
+    signature: str = SignatureResult.NOT_REQUIRED
+    reason: str | None = None
+    detail: str | None = None
+    duplicate: bool = False
+    attempt: int = 0
+    out_of_order: bool = False
+    latency_ms: float | None = None
+    fault: str | None = None
+    validation_url: str | None = None
+    forward: ForwardResult | None = None
+    _headers: list[tuple[bytes, bytes]] | None = None
+    _body: bytes | None = None
+
+    @property
+    def authentic(self) -> bool:
+        """An event whose signature verified (or was not checked, with --no-verify)."""
+        return self.kind == Kind.EVENT and self.signature in AUTHENTIC_SIGNATURES
+
+    @property
+    def body(self) -> bytes | None:
+        """The raw request body."""
+        return self._body
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]] | None:
+        """The raw request headers (kept only when recording)."""
+        return self._headers
+
+    def as_json(self) -> bytes:
+        """The NDJSON line of ``prefctl receive -o json`` (snake_case keys), without newline."""
+        return orjson.dumps(self, option=JSON_OPTIONS)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The same line as a dict."""
+        result: dict[str, Any] = orjson.loads(self.as_json())
+        return result
+
+
+# Times in UTC with a Z, to the microsecond: "2026-11-21T19:20:30.123456Z".
+JSON_OPTIONS = orjson.OPT_UTC_Z
+AUTHENTIC_SIGNATURES = frozenset({SignatureResult.VALID, SignatureResult.UNVERIFIED})
+_BETWEEN = b'},{"type":"request"'
+
+
+def json_lines(verdicts: Sequence[Verdict]) -> bytes:
+    """The NDJSON lines of ``verdicts``, newline-separated (no trailing newline).
+
+    One ``orjson.dumps`` of the whole batch costs well under half of one call per verdict. The
+    array is then cut into lines where one object ends and the next begins: ``},{"type":"request"``
+    cannot occur anywhere else, because inside a JSON string every ``"`` is escaped.
+    """
+    if not verdicts:
+        return b""
+    array = orjson.dumps(list(verdicts), option=JSON_OPTIONS)
+    return array[1:-1].replace(_BETWEEN, b'}\n{"type":"request"')
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_line(verdict: Verdict) -> str:
+    """The one-line summary printed by ``prefctl receive`` (format in docs/receiver.md)."""
+    moment = verdict.time
+    time = f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
+    status = "RST" if verdict.status is None else str(verdict.status)
+    if verdict.kind == Kind.VALIDATION:
+        outcome = verdict.detail or "done"
+        return f"{time}  {status:>3}  GET validationUrl  {verdict.validation_url}  {outcome}"
+    if verdict.kind == Kind.OTHER:
+        return f"{time}  {status:>3}  {verdict.method} {_short(verdict.path, 60)}  {verdict.detail}"
+    parts = [time, f"{status:>3}", f"{verdict.event_type or '-':<28}"]
+    if verdict.kind == Kind.HANDSHAKE:
+        parts.append(f"subscription={verdict.subscription_id}")
+    else:
+        parts.append(f"profile={verdict.profile_id}")
+    if verdict.event_id:
+        parts.append(f"event={_short(verdict.event_id, 9)}")
+    if verdict.kind != Kind.HANDSHAKE or verdict.signature != SignatureResult.NOT_REQUIRED:
+        parts.append(f"sig={verdict.signature}")
+    if verdict.duplicate:
+        parts.append("DUPLICATE")
+    if verdict.attempt > 1:
+        parts.append(f"attempt={verdict.attempt}")
+    if verdict.out_of_order:
+        parts.append("OUT-OF-ORDER")
+    if verdict.latency_ms is not None:
+        parts.append(f"latency={verdict.latency_ms:.0f}ms")
+    if verdict.fault:
+        parts.append(f"fault={verdict.fault}")
+    if verdict.validation_url:
+        parts.append(f"validationUrl={verdict.validation_url}")
+    if verdict.reason:
+        parts.append(f"({verdict.reason}: {verdict.detail})" if verdict.detail else verdict.reason)
+    elif verdict.kind == Kind.HANDSHAKE and verdict.detail:
+        parts.append(verdict.detail)
+    forward = verdict.forward
+    if forward is not None:
+        answer = forward.error or f"{forward.status} {_short(forward.body, 60)!r}"
+        parts.append(f"→ handler {answer} {forward.latency_ms:.0f}ms")
+    return "  ".join(parts)

@@ -1,0 +1,231 @@
+"""``prefctl receive`` end to end: flags, output lines, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from prefctl.webhooks.signature import SigningCredentials, sign_header
+from tests.helpers import CliResult, free_port, run_cli, wait_until
+from tests.receiver.asgi import event_body, handshake_body
+
+HASHKEY = "cli-receive-hashkey"
+CREDS = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY)
+FLAGS = ("--client-id", "DEMO_CORP", "--signature-user-id", "events-signer")
+
+
+@pytest.fixture(autouse=True)
+def hashkey(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFCTL_HASHKEY", HASHKEY)
+
+
+def healthy(base: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return httpx.get(base + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return check
+
+
+def run_receiving(*args: str, send: Callable[[str], None]) -> CliResult:
+    """Run ``prefctl ARGS receive --port P …`` in a thread, call ``send(webhook_url)``, wait."""
+    port = free_port()
+    result: list[CliResult] = []
+    global_args = [a for a in args if a in ("-o", "json")]
+    command_args = [a for a in args if a not in ("-o", "json")]
+    thread = threading.Thread(
+        target=lambda: result.append(
+            run_cli(*global_args, "receive", "--port", str(port), *command_args)
+        )
+    )
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: bool(result) or healthy(base)(), timeout=15)
+        if not result:
+            send(base + "/webhooks")
+    finally:
+        thread.join(30)
+    assert result, "prefctl receive did not finish"
+    return result[0]
+
+
+def post(url: str, event_id: str, *, signed: bool = True) -> int:
+    now = datetime.now(UTC)
+    headers = {"content-type": "application/json"}
+    if signed:
+        headers["service-webhook"] = sign_header(CREDS, now)
+    body = event_body(event_id, event_time=now)
+    return httpx.post(url, content=body, headers=headers).status_code
+
+
+def test_receive_json_prints_ready_then_requests_then_stopped() -> None:
+    def send(url: str) -> None:
+        assert httpx.post(url, content=handshake_body()).status_code == 200
+        assert post(url, "evt-1") == 200
+        assert post(url, "evt-forged", signed=False) == 401
+        assert post(url, "evt-1") == 200
+
+    result = run_receiving("-o", "json", *FLAGS, "--exit-after", "2", "--timeout", "20", send=send)
+    assert result.exit_code == 0, result.stderr
+    lines = result.ndjson
+    ready, *requests, stopped = lines
+    assert ready["type"] == "ready"
+    assert ready["url"].endswith("/webhooks")
+    assert ready["verify"] is True
+    assert (ready["client_id"], ready["signature_user_id"]) == ("DEMO_CORP", "events-signer")
+    assert [r["kind"] for r in requests] == ["handshake", "event", "event", "event"]
+    first, forged, again = requests[1:]
+    assert (first["status"], first["signature"], first["duplicate"]) == (200, "valid", False)
+    assert (forged["status"], forged["signature"], forged["reason"]) == (401, "missing", "missing")
+    assert (again["duplicate"], again["attempt"]) == (True, 2)
+    expected_keys = {
+        "type", "time", "kind", "method", "path", "status", "event_type", "event_id",
+        "profile_id", "subscription_id", "event_time", "signature", "reason", "detail",
+        "duplicate", "attempt", "out_of_order", "latency_ms", "fault", "validation_url",
+        "forward",
+    }  # fmt: skip
+    assert set(first) == expected_keys
+    assert stopped == {"type": "stopped", "requests": 4, "events": 2, "reason": "exit_after"}
+    assert HASHKEY not in result.output
+
+
+def test_receive_table_mode_prints_one_line_per_request() -> None:
+    def send(url: str) -> None:
+        post(url, "3f2a9c1e-aaaa-bbbb")
+
+    result = run_receiving(*FLAGS, "--exit-after", "1", "--fail-first", "1", send=send)
+    assert result.exit_code == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    assert " 500  contacts.email.added" in line
+    assert "profile=1001  event=3f2a9c1e…  sig=valid" in line
+    assert "fault=fail-first 1/1" in line
+    assert "receiving on http://127.0.0.1:" in result.stderr
+    assert "faults: 1×500" in result.stderr
+
+
+def test_receive_without_hashkey_is_a_startup_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFCTL_HASHKEY")
+    result = run_cli("receive", "--port", "0", *FLAGS)
+    assert result.exit_code == 2
+    assert "no webhook Hashkey" in result.stderr
+    assert "--no-verify" in result.stderr
+
+
+def test_receive_no_verify_says_so_in_the_ready_line() -> None:
+    def send(url: str) -> None:
+        post(url, "evt-unsigned", signed=False)
+
+    result = run_receiving("-o", "json", "--no-verify", "--exit-after", "1", send=send)
+    assert result.exit_code == 0, result.stderr
+    ready, request, _ = result.ndjson
+    assert (ready["verify"], ready["client_id"]) == (False, None)
+    assert (request["status"], request["signature"]) == (200, "unverified")
+
+
+def test_receive_credentials_come_from_the_profile(config_path: Path) -> None:
+    config_path.parent.mkdir(parents=True)
+    config_path.write_text(
+        'default = "dev"\n[profiles.dev]\nservice_client_id = "DEMO_CORP"\n'
+        '[profiles.dev.webhooks]\nsignature_user_id = "events-signer"\n'
+    )
+    result = run_receiving("-o", "json", "--timeout", "0.2", send=lambda url: None)
+    assert result.exit_code == 0, result.stderr
+    assert result.ndjson[0]["client_id"] == "DEMO_CORP"
+
+
+def test_receive_timeout_before_exit_after_exits_1() -> None:
+    result = run_cli("receive", "--port", "0", *FLAGS, "--exit-after", "1", "--timeout", "0.2")
+    assert result.exit_code == 1
+    assert "timed out after 0.2 s: 0 of 1 events arrived" in result.stderr
+
+
+def test_receive_bad_fault_plan_names_the_step(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text("steps = [{ count = 2, status = 503 }, { statuss = 500 }]\n")
+    result = run_cli("receive", "--port", "0", *FLAGS, "--fault-plan", str(plan))
+    assert result.exit_code == 2
+    assert "step 2: unknown key 'statuss'" in result.stderr
+
+
+def test_receive_busy_port_is_a_clean_error() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        result = run_cli("receive", "--port", str(port), *FLAGS)
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_receive_record_writes_the_events(tmp_path: Path) -> None:
+    recording = tmp_path / "events.ndjson"
+
+    def send(url: str) -> None:
+        post(url, "evt-rec")
+
+    result = run_receiving(*FLAGS, "--exit-after", "1", "--record", str(recording), send=send)
+    assert result.exit_code == 0, result.stderr
+    (line,) = recording.read_text().splitlines()
+    assert json.loads(line)["body"]["EventId"] == "evt-rec"
+
+
+def test_receive_help_lists_every_option() -> None:
+    result = run_cli("receive", "--help")
+    assert result.exit_code == 0
+    for option in (
+        "--no-verify", "--tolerance", "--manual-validation", "--auto-validate", "--respond",
+        "--fail-first", "--fail-rate", "--delay", "--fault-plan", "--record", "--redact",
+        "--forward-to", "--exit-after", "--timeout", "--tls-cert", "--client-ca",
+    ):  # fmt: skip
+        assert option in result.stdout
+
+
+def test_receive_process_stops_cleanly_on_sigterm() -> None:
+    port = free_port()
+    prefctl = Path(sys.executable).parent / "prefctl"
+    env = {**os.environ}
+    process = subprocess.Popen(
+        [str(prefctl), "-o", "json", "receive", "--port", str(port), *FLAGS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        ready = json.loads(process.stdout.readline())  # type: ignore[union-attr]
+        assert ready["type"] == "ready"
+        assert post(ready["url"], "evt-live") == 200
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["event_id"] == "evt-live"
+    assert lines[-1] == {"type": "stopped", "requests": 1, "events": 1, "reason": "signal"}
+
+
+def test_receive_every_option_is_documented() -> None:
+    import re
+
+    help_text = run_cli("receive", "--help").stdout
+    options = set(re.findall(r"(--[a-z][a-z-]+)", help_text)) - {"--help"}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "receiver.md").read_text()
+    missing = sorted(option for option in options if f"`{option}" not in docs)
+    assert not missing, f"options missing from docs/receiver.md: {missing}"
