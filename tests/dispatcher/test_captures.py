@@ -89,3 +89,25 @@ def test_parse_captured_event_without_a_time_is_refused() -> None:
     del event["EventTime"]
     with pytest.raises(UsageError, match="cannot be replayed"):
         parse_captured(orjson.dumps(event))
+
+
+def test_parse_captured_skips_recorded_requests_the_receiver_refused() -> None:
+    import orjson
+
+    from prefctl.dispatcher.captures import parse_captured
+
+    event = {
+        "EventId": "5f0c8a9e-0000-4000-8000-000000000001",
+        "EventType": "profile.created",
+        "ProfileId": 1001,
+        "EventTime": "2026-11-21T19:20:30.123Z",
+        "OriginalEventTime": "2026-11-21T19:20:30.100Z",
+        "Data": {"ProfileId": 1001},
+    }
+    forged = {**event, "EventId": "5f0c8a9e-0000-4000-8000-000000000002"}
+    lines = [
+        {"body": event, "verdict": {"type": "request", "status": 200, "signature": "valid"}},
+        {"body": forged, "verdict": {"type": "request", "status": 401, "signature": "invalid"}},
+    ]
+    captured = parse_captured(b"\n".join(orjson.dumps(line) for line in lines))
+    assert [e.event_id for e in captured.events] == [event["EventId"]]

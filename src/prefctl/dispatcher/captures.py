@@ -8,7 +8,8 @@ Three shapes are read, one JSON object per line (NDJSON) or all of them in one J
 
 Each event keeps its EventId, EventType, Entity, ProfileId, OriginalEventTime, Data and
 PreviousData; a replay gives it a new EventTime and its target's SubscriptionId. Lines that hold no
-event (a body that was not JSON, a validation handshake) are skipped and counted; an EventId seen
+event (a body that was not JSON, a validation handshake) and recorded requests the receiver refused
+as not authentic (a bad, stale or missing signature) are skipped and counted; an EventId seen
 before is counted as a duplicate and replayed once (a recording holds every retry of an event).
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 
 from prefctl.errors import UsageError
+from prefctl.receiver.verdict import AUTHENTIC_SIGNATURES
 from prefctl.store.events import NewEvent
 from prefctl.webhooks.catalog import entity_of
 
@@ -116,11 +118,21 @@ def _ndjson(raw: bytes, source: str) -> Iterable[tuple[int, Any]]:
             ) from None
 
 
+def _authentic_recording(item: dict[str, Any]) -> bool:
+    """False for a recorded request the receiver refused as forged, stale or unsigned."""
+    verdict = item.get("verdict")
+    if "body" not in item or not isinstance(verdict, dict):
+        return True  # not a recording line: an export or a bare event
+    return verdict.get("signature") in AUTHENTIC_SIGNATURES
+
+
 def _event_of(item: Any, where: str) -> CapturedEvent | None:
     """The event in one record, None when it holds none; a broken event is a ``UsageError``."""
     if not isinstance(item, dict):
         raise UsageError(f"{where} is not a JSON object")
     body: Any = item if "EventId" in item else item.get("body", item.get("event"))
+    if not _authentic_recording(item):
+        return None
     if not isinstance(body, dict) or body.get("EventType") == VALIDATION_EVENT_TYPE:
         return None
     if "EventId" not in body:
