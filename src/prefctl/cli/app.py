@@ -34,8 +34,13 @@ COMMANDS: dict[str, str] = {
     "events": "prefctl.cli.events",
     "receive": "prefctl.cli.receive",
     "endpoint": "prefctl.cli.endpoint",
+    "deliveries": "prefctl.cli.deliveries",
+    "deadletters": "prefctl.cli.deadletters",
+    "replay": "prefctl.cli.replay",
     "alerts": "prefctl.cli.alerts",
     "policy": "prefctl.cli.policy",
+    "dispatcher": "prefctl.cli.dispatcher",
+    "demo": "prefctl.cli.demo",
 }
 
 # Global options that take a value, so the command word can be found without parsing.

@@ -17,7 +17,6 @@ import typer
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.cli.emulator import DataDirOption
-from prefctl.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,54 +65,11 @@ def _set_alerts(
     from prefctl.clock import SystemClock
     from prefctl.emulator import admin
     from prefctl.emulator.paths import resolve_data_dir
-    from prefctl.store import subscriptions
-    from prefctl.store.db import transaction
-    from prefctl.store.timestamps import epoch
 
-    checked = _checked_recipients(recipients) if enabled else []
-    clock = SystemClock()
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
-        account = admin.bootstrap(conn, clock).account.service_client_id
-        with transaction(conn):
-            record = _find(subscriptions.list_subscriptions(conn, account), ref)
-            return subscriptions.set_alerts(
-                conn,
-                account,
-                record.id,
-                enabled=enabled,
-                recipients=checked,
-                actor="support-team",
-                now=epoch(clock.now()),
-            )
-
-
-def _checked_recipients(recipients: list[str]) -> list[str]:
-    from pydantic import ValidationError
-
-    from prefctl.models.subscription import Alerts
-
-    try:
-        alerts = Alerts(enabled=True, recipients=[r.strip() for r in recipients])
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        index = next((part for part in error["loc"] if isinstance(part, int)), None)
-        shown = recipients[index] if index is not None else ", ".join(recipients)
-        raise UsageError(f"--recipient {shown!r} is not an email address") from None
-    return list(dict.fromkeys(alerts.recipients))
-
-
-def _find(records: list[SubscriptionRecord], ref: str) -> SubscriptionRecord:
-    ref = ref.strip()
-    matches = [r for r in records if r.name == ref or (ref.isdigit() and r.id == int(ref))]
-    if not matches:
-        raise NotFoundError(
-            f"no subscription named {ref!r} in the emulator",
-            hint="'prefctl subscriptions list' shows them",
+        return admin.set_subscription_alerts(
+            conn, SystemClock(), ref, enabled=enabled, recipients=recipients
         )
-    if len(matches) > 1:
-        ids = ", ".join(str(r.id) for r in matches)
-        raise UsageError(f"{len(matches)} subscriptions match {ref!r}", hint=f"use an Id: {ids}")
-    return matches[0]
 
 
 def _show(record: SubscriptionRecord) -> None:

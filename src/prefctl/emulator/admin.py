@@ -1,7 +1,7 @@
 """Support-team operations on the emulator's store: what the real service's support team does on
-request (register clients and certificates, add API users, revoke tokens), plus the first-start
-bootstrap and a reset. They act on the SQLite file directly, so they work whether or not the
-emulator is running.
+request (register clients and certificates, add API users, revoke tokens, turn on failure alerts),
+plus the first-start bootstrap and a reset. They act on the SQLite file directly, so they work
+whether or not the emulator is running.
 
     >>> with open_admin_store(data_dir) as conn:
     ...     boot = bootstrap(conn, clock)                 # idempotent
@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefctl.clock import Clock
 from prefctl.emulator import paths
@@ -27,6 +28,9 @@ from prefctl.store import accounts, tokens
 from prefctl.store.accounts import PERMISSIONS, Account, LocalCredentials, OAuthClient, User
 from prefctl.store.db import open_store, transaction
 from prefctl.store.timestamps import epoch
+
+if TYPE_CHECKING:
+    from prefctl.store.subscriptions import SubscriptionRecord
 
 DEFAULT_SERVICE_CLIENT_ID = "DEMO_CORP"
 DEFAULT_USER_ID = "admin"
@@ -210,6 +214,69 @@ def revoke(conn: sqlite3.Connection, clock: Clock, jti: str) -> Revocation:
             )
         fresh = tokens.revoke_token(conn, jti, revoked_at=epoch(clock.now()))
     return Revocation(issued, already_revoked=not fresh)
+
+
+def set_subscription_alerts(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    subscription: str,
+    *,
+    enabled: bool,
+    recipients: Sequence[str] = (),
+    actor: str = "support-team",
+    service_client_id: str | None = None,
+) -> SubscriptionRecord:
+    """Turn failure-alert emails of a subscription (its Name or Id) on for ``recipients``
+    (replacing earlier ones; duplicates dropped), or off. The REST API refuses to change alerts:
+    on the real service the support team does it on request (spec "Rules" 12).
+
+    UsageError for an address that is not one, or a Name that several subscriptions share;
+    NotFoundError when no subscription matches.
+    """
+    from prefctl.store import subscriptions
+
+    checked = _checked_recipients(recipients) if enabled else []
+    account = _account(conn, clock, service_client_id).service_client_id
+    with transaction(conn):
+        record = _find_subscription(subscriptions.list_subscriptions(conn, account), subscription)
+        return subscriptions.set_alerts(
+            conn,
+            account,
+            record.id,
+            enabled=enabled,
+            recipients=checked,
+            actor=actor,
+            now=epoch(clock.now()),
+        )
+
+
+def _checked_recipients(recipients: Sequence[str]) -> list[str]:
+    from pydantic import ValidationError
+
+    from prefctl.models.subscription import Alerts
+
+    try:
+        alerts = Alerts(enabled=True, recipients=[r.strip() for r in recipients])
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        index = next((part for part in error["loc"] if isinstance(part, int)), None)
+        shown = recipients[index] if index is not None else ", ".join(recipients)
+        raise UsageError(f"--recipient {shown!r} is not an email address") from None
+    return list(dict.fromkeys(alerts.recipients))
+
+
+def _find_subscription(records: list[SubscriptionRecord], ref: str) -> SubscriptionRecord:
+    ref = ref.strip()
+    matches = [r for r in records if r.name == ref or (ref.isdigit() and r.id == int(ref))]
+    if not matches:
+        raise NotFoundError(
+            f"no subscription named {ref!r} in the emulator",
+            hint="'prefctl subscriptions list' shows them",
+        )
+    if len(matches) > 1:
+        ids = ", ".join(str(r.id) for r in matches)
+        raise UsageError(f"{len(matches)} subscriptions match {ref!r}", hint=f"use an Id: {ids}")
+    return matches[0]
 
 
 def reset_store(data_dir: Path) -> bool:
