@@ -48,6 +48,7 @@ _VALUE_OPTIONS = {"--profile", "-p", "--config", "--output", "-o"}
 _FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color"}
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class OutputFormat(StrEnum):
@@ -212,12 +213,14 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Abort:
         get_state().out.error("aborted")
-        return 130
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         get_state().out.error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # the click exception tree is vendored by typer: match by shape
         return _render_unexpected(exc)
+    if result == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
+        get_state().out.error("interrupted")
     return result if isinstance(result, int) else 0
 
 
