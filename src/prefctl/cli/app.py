@@ -172,12 +172,9 @@ def hoist_global_options(argv: list[str]) -> list[str]:
             head.extend(argv[i : i + 2])
             i += 2
             continue
-        if name in _VALUE_OPTIONS and "=" in arg and name.startswith("--"):
-            head.append(arg)
-        elif arg in _FLAG_OPTIONS or (arg.startswith("-v") and set(arg[1:]) == {"v"}):
-            head.append(arg)
-        else:
-            rest.append(arg)
+        inline_value = name in _VALUE_OPTIONS and "=" in arg and name.startswith("--")
+        verbosity = arg.startswith("-v") and set(arg[1:]) == {"v"}
+        (head if inline_value or verbosity or arg in _FLAG_OPTIONS else rest).append(arg)
         i += 1
     return head + rest
 
