@@ -30,7 +30,9 @@ def test_after_attempt_200_is_delivered() -> None:
     ("status", "reason"),
     [(400, DeadLetterReason.BAD_REQUEST), (413, DeadLetterReason.PAYLOAD_TOO_LARGE)],
 )
-def test_after_attempt_400_and_413_dead_letter_at_once(status: int, reason: DeadLetterReason) -> None:
+def test_after_attempt_400_and_413_dead_letter_at_once(
+    status: int, reason: DeadLetterReason
+) -> None:
     decision = after_attempt(Outcome.http(status), 1, NOW, random.Random(1))
     assert decision.action is Action.DEAD_LETTER
     assert decision.reason is reason

@@ -118,7 +118,9 @@ def after_attempt(
     if outcome.status == 413:
         return Decision(Action.DEAD_LETTER, reason=DeadLetterReason.PAYLOAD_TOO_LARGE)
     delay = backoff_delay(attempts_made, rng)
-    return Decision(Action.RETRY, next_attempt_at=now + timedelta(seconds=delay), delay_seconds=delay)
+    return Decision(
+        Action.RETRY, next_attempt_at=now + timedelta(seconds=delay), delay_seconds=delay
+    )
 
 
 def check_due(
