@@ -1,0 +1,339 @@
+"""Benchmark the dispatcher (DESIGN §12.2; results in docs/performance.md).
+
+With MaxConcurrentRequests 5000 and Duration 1, in one process (this one): queue N events in a
+temporary store, then run the real engine (``dispatcher.run``, ``--once``: claims, check_due,
+probation, bodies, a fresh signature per attempt, libcurl, one results transaction per cycle)
+until all are delivered. Two targets, in the same run:
+
+- ``nginx``: nginx answering 200 to everything, one worker, its own config on a free port
+  (the machine's ceiling for the receiving side);
+- ``receive``: ``prefctl -o json receive`` with signature verification on, its NDJSON to a file.
+
+Printed: deliveries/s over the run (delivered / time from the first cycle to the last result
+recorded: with 5000 per 1 s cycle its ceiling is N / (N/5000 − 1 + the last cycle's time)), the
+steady rate (between results batches, leaving out the first and last 1.5 s), cycles, resident memory of this process with the whole queue in the store (before the
+run, once warm after two batches, at its peak and at the end: the queue is never loaded into
+memory, so it stays flat whatever its length), the 1-minute load average (the machine is shared),
+and the checks (every delivery delivered; the receiver verified every signature).
+
+Target (DESIGN §12): ≥ 5,000 deliveries/s in both (the spec's maximum: 5000 per 1 s cycle).
+
+Needs nginx on PATH for the first target (Debian: ``apt-get install -y nginx``); this script does
+not install it and skips that target with a note when it is missing.
+Run: ``.venv/bin/python bench/dispatcher.py [--events 100000] [--receiver-events 50000] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+ACCOUNT = "BENCH_CORP"
+SIGNATURE_USER_ID = "bench-signer"
+HASHKEY = "bench-hashkey-0123456789abcdef0123456789abcdef"
+HASHKEY_ENV = "PREFCTL_BENCH_HASHKEY"
+
+
+@dataclass
+class Result:
+    target: str
+    events: int
+    delivered: int
+    seconds: float
+    deliveries_per_s: float
+    steady_per_s: float
+    cycles: int
+    largest_batch: int
+    rss_start_mib: float
+    rss_warm_mib: float
+    rss_peak_mib: float
+    rss_end_mib: float
+    load_average: float
+    checks: dict[str, Any] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited early with code {process.returncode}: {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"server at {url} did not become healthy within {timeout:g} s")
+
+
+def make_store(path: Path, url: str, events: int) -> None:
+    """A store with one account (MaxConcurrentRequests 5000, Duration 1), one subscription to
+    ``url`` and ``events`` queued profile.created events of about 1 KB."""
+    from prefctl.store import deliveries, subscriptions
+    from prefctl.store import events as event_store
+    from prefctl.store.accounts import Account, add_account
+    from prefctl.store.db import connect, transaction
+    from prefctl.store.migrations import migrate
+    from prefctl.store.settings import update_settings
+
+    now = time.time()
+    conn = connect(path)
+    migrate(conn)
+    body = {
+        "Name": "bench",
+        "Url": url,
+        "State": "Active",
+        "CatchUpOnResume": False,
+        "Subscriptions": [{"Entity": "Profile", "EventType": "profile.created"}],
+        "Alerts": {"Enabled": False, "Recipients": []},
+    }
+    with transaction(conn):
+        add_account(conn, Account(ACCOUNT, HASHKEY, SIGNATURE_USER_ID, created_at=now))
+        update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": 5000, "Duration": 1})
+        record = subscriptions.create_subscription(conn, ACCOUNT, body, actor="bench", now=now)
+        subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=now)
+    filler = "x" * 700
+    for start in range(0, events, 10_000):
+        batch = [
+            event_store.NewEvent(
+                event_id=f"00000000-0000-4000-8000-{n:012d}",
+                event_type="profile.created",
+                entity="Profile",
+                profile_id=100_000 + n,
+                original_event_time=now,
+                data={
+                    "ProfileId": 100_000 + n,
+                    "Emails": [{"Address": f"p{n}@example.com"}],
+                    "Notes": filler,
+                },
+            )
+            for n in range(start, min(start + 10_000, events))
+        ]
+        with transaction(conn):
+            rowids = event_store.insert_events(conn, ACCOUNT, batch)
+            deliveries.add_deliveries(
+                conn, [deliveries.NewDelivery(r, record.id) for r in rowids], now=now
+            )
+    conn.close()
+
+
+class Meter:
+    """An engine observer: deliveries per results batch and this process's memory (after the
+    second batch, when the engine is warm, and at its peak)."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.samples: list[tuple[float, int]] = []  # (time, delivered so far) after each batch
+        self.first: float | None = None
+        self.last: float | None = None
+        self.rss_warm = 0.0
+        self.rss_peak = 0.0
+
+    def on_results(self, now: datetime, results: Any) -> None:
+        delivered = sum(1 for r in results.recorded if r.state == "delivered")
+        if delivered:
+            self.batches.append(delivered)
+            self.last = time.monotonic()
+            self.samples.append((self.last, sum(self.batches)))
+            if len(self.batches) == 2:
+                self.rss_warm = rss_mib()
+
+    def steady(self) -> float:
+        """Deliveries/s between two results batches, leaving out the first and last 1.5 s (the
+        first cycle's start and the last one's tail)."""
+        if not self.samples:
+            return 0.0
+        low, high = self.samples[0][0] + 1.5, self.samples[-1][0] - 1.5
+        inside = [sample for sample in self.samples if low <= sample[0] <= high]
+        if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+            return 0.0
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+    def on_cycle(self, now: datetime) -> None:
+        if self.first is None:
+            self.first = time.monotonic()
+        self.rss_peak = max(self.rss_peak, rss_mib())
+
+
+def measure(target: str, store: Path, events: int) -> Result:
+    from prefctl.dispatcher.run import DispatcherConfig, run
+    from prefctl.store.db import connect
+
+    meter = Meter()
+    rss_start = rss_mib()
+    totals = run(DispatcherConfig(store_path=store, once=True, plugins=False, observers=[meter]))
+    rss_end = rss_mib()
+    seconds = (meter.last or 0.0) - (meter.first or 0.0)
+    conn = connect(store)
+    states = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
+    conn.close()
+    return Result(
+        target=target,
+        events=events,
+        delivered=totals.delivered,
+        seconds=round(seconds, 3),
+        deliveries_per_s=round(totals.delivered / seconds) if seconds else 0.0,
+        steady_per_s=round(meter.steady()),
+        cycles=totals.cycles,
+        largest_batch=max(meter.batches, default=0),
+        rss_start_mib=round(rss_start, 1),
+        rss_warm_mib=round(meter.rss_warm, 1),
+        rss_peak_mib=round(max(meter.rss_peak, rss_end), 1),
+        rss_end_mib=round(rss_end, 1),
+        load_average=round(os.getloadavg()[0], 2),
+        checks={"states": states, "failed": totals.failed, "timed_out": totals.timed_out},
+    )
+
+
+def start_nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+    prefix = tmp / "nginx"
+    prefix.mkdir()
+    conf = prefix / "nginx.conf"
+    conf.write_text(
+        f"""daemon off;
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ return 200; }}
+  }}
+}}
+"""
+    )
+    return subprocess.Popen(
+        ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
+    )
+
+
+def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, HASHKEY_ENV: HASHKEY}
+    prefctl = Path(sys.executable).parent / "prefctl"
+    command = [
+        str(prefctl), "-o", "json", "receive", "--port", str(port), "--client-id", ACCOUNT,
+        "--signature-user-id", SIGNATURE_USER_ID, "--hashkey-env", HASHKEY_ENV,
+    ]  # fmt: skip
+    with output.open("wb") as sink:
+        return subprocess.Popen(command, env=env, stdout=sink)
+
+
+def receiver_checks(output: Path) -> dict[str, Any]:
+    signatures: dict[str, int] = {}
+    events = 0
+    with output.open() as lines:
+        for line in lines:
+            record = json.loads(line)
+            if record.get("type") != "request":
+                continue
+            events += 1
+            signatures[record["signature"]] = signatures.get(record["signature"], 0) + 1
+    return {"requests_seen": events, "signatures": signatures}
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=100_000, help="events queued for nginx")
+    parser.add_argument(
+        "--receiver-events", type=int, default=50_000, help="events queued for prefctl receive"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    results: list[Result] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if shutil.which("nginx"):
+            port = free_port()
+            nginx = start_nginx(tmp, port)
+            try:
+                wait_healthy(f"http://127.0.0.1:{port}/", nginx)
+                store = tmp / "nginx.db"
+                make_store(store, f"http://127.0.0.1:{port}/webhooks", args.events)
+                results.append(measure("nginx", store, args.events))
+            finally:
+                stop(nginx)
+        else:
+            notes.append(
+                "nginx is not installed: the nginx target was skipped "
+                "(Debian: apt-get install -y nginx)"
+            )
+        port = free_port()
+        output = tmp / "receive.ndjson"
+        receiver = start_receiver(port, output)
+        try:
+            wait_healthy(f"http://127.0.0.1:{port}/healthz", receiver)
+            store = tmp / "receive.db"
+            make_store(store, f"http://127.0.0.1:{port}/webhooks", args.receiver_events)
+            result = measure("receive", store, args.receiver_events)
+        finally:
+            stop(receiver)
+        result.checks |= receiver_checks(output)
+        results.append(result)
+    if args.json:
+        print(json.dumps({"results": [asdict(r) for r in results], "notes": notes}, indent=2))
+        return
+    print(
+        "target   events  delivered  seconds  deliveries/s  steady/s  cycles  largest batch"
+        "  RSS MiB start/warm/peak/end  load"
+    )
+    for r in results:
+        rss = f"{r.rss_start_mib:.0f}/{r.rss_warm_mib:.0f}/{r.rss_peak_mib:.0f}/{r.rss_end_mib:.0f}"
+        print(
+            f"{r.target:<8} {r.events:>6} {r.delivered:>10} {r.seconds:>8.2f} "
+            f"{r.deliveries_per_s:>13,.0f} {r.steady_per_s:>9,.0f} {r.cycles:>7}"
+            f" {r.largest_batch:>14}"
+            f"  {rss:<27}  {r.load_average:.1f}"
+        )
+        print(f"         checks: {r.checks}")
+    for note in notes:
+        print(f"note: {note}")
+
+
+if __name__ == "__main__":
+    main()

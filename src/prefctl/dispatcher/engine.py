@@ -1,0 +1,448 @@
+"""The delivery engine: cycles of claims, fresh signatures, concurrent POSTs and batched results.
+
+One ``Engine`` delivers the queue of a store (every account, or one). Each cycle of an account:
+
+1. reads its settings (so ``settings set`` takes effect at the next cycle) and claims up to
+   MaxConcurrentRequests due deliveries as leases; fewer only while more than one cycle's worth
+   of earlier requests still wait for their answers (at most two cycles' worth wait at once);
+2. per delivery: ``policy.check_due`` (max attempts, TTL: dead-lettered now, at due time, with the
+   reason), then probation (``probation.Probation``: a delivery to an endpoint whose probe slot is
+   not open is put off to that slot, recorded as ``skipped``, no attempt spent), then its body;
+3. signs the batch for the moment it goes out (every attempt gets a fresh Timestamp and
+   Signature), hands it to the transport at once and waits Duration: cycles of an account start
+   Duration apart (at once if a cycle's own work took longer).
+
+At the start of every cycle the engine takes the answers that arrived, applies
+``policy.after_attempt`` to each (200 delivered; 400/413 dead-lettered; anything else, a
+connection error or no answer within 30 s: retried with backoff), and records all of them, with
+endpoint health, in ONE transaction (``store.deliveries.record_results``). A request that got no
+answer within the response timeout is recorded ``timed_out`` (its retry scheduled) but kept open
+until the late-success window ends: a 200 within it is recorded ``late_delivered`` by no owner,
+which cancels the pending retry (best effort: a retry already sent may duplicate).
+
+Every rule duration is divided by ``time_scale`` (``rule_time.RuleTime``); the clock, the
+transport and the random source are injected, so the simulator runs this same engine on a
+``FakeClock``, an in-memory store and a model transport.
+
+    engine = Engine(conn, transport=CurlTransport(), clock=SystemClock(), rng=random.Random())
+    totals = await engine.run(stop=stop_event)          # or: await engine.run(once=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from prefctl.clock import Clock, SystemClock
+from prefctl.dispatcher import policy
+from prefctl.dispatcher.inflight import InFlight, Item, result
+from prefctl.dispatcher.leases import LeaseOwner, lease_seconds, release_dead_owners
+from prefctl.dispatcher.observer import CycleResults, DeadLetter, EngineObserver, Recorded
+from prefctl.dispatcher.probation import Probation
+from prefctl.dispatcher.rule_time import RuleTime
+from prefctl.dispatcher.totals import CycleReport, EngineTotals
+from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
+from prefctl.errors import NotFoundError
+from prefctl.logs import register_secret
+from prefctl.store import dispatcher_state
+from prefctl.store.accounts import Account, get_account, list_accounts
+from prefctl.store.db import transaction
+from prefctl.store.deliveries import (
+    Attempt,
+    ClaimedDelivery,
+    claim_due,
+    record_results,
+    release_claims,
+)
+from prefctl.store.delivery_history import get_delivery
+from prefctl.store.settings import get_settings
+from prefctl.store.timestamps import epoch, wire_time
+from prefctl.webhooks.signature import SigningCredentials, Verifier, format_header
+
+__all__ = ["CycleReport", "Engine", "EngineTotals"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_ON_PROBATION = "endpoint on probation: put off to its next probe slot"
+
+# In --once mode, how often (real seconds) to look for answers once nothing more is claimed.
+ONCE_POLL_SECONDS = 0.02
+# A cycle's deliveries go to the transport in parts of this many, so that sending starts while
+# the rest are prepared.
+SEND_CHUNK = 500
+# How long to wait (rule seconds) before looking again at a store that has no account yet.
+NO_ACCOUNT_WAIT_SECONDS = 1.0
+
+
+@dataclass
+class _Account:
+    """Per-account state: cadence, signer and TLS identity."""
+
+    next_cycle_at: float = 0.0
+    full: bool = False  # the last cycle claimed all it had room for: more may be due
+    credentials: SigningCredentials | None = None
+    verifier: Verifier | None = None
+    timestamp: str = ""
+    header: str = ""
+    tls_stamp: float | None = None
+    tls: TlsIdentity | None = None
+
+    def sign(self, timestamp: str) -> str:
+        """The ``Service-Webhook`` header for attempts sent at ``timestamp``."""
+        if timestamp != self.timestamp:
+            assert self.verifier is not None
+            signature = base64.b64encode(self.verifier.digest(timestamp)).decode("ascii")
+            self.timestamp, self.header = timestamp, format_header(timestamp, signature)
+        return self.header
+
+
+class Engine:
+    """Delivers a store's queue (see the module docstring). Use it from one event loop.
+
+    ``account`` None delivers every account of the store, each on its own cadence.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        transport: Transport,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        account: str | None = None,
+        time_scale: float = 1.0,
+        observers: Sequence[EngineObserver] = (),
+        store_thread: bool = False,
+    ) -> None:
+        if not time_scale > 0:
+            raise ValueError("time_scale must be greater than 0")
+        self.conn = conn
+        self.transport = transport
+        self.clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.account = account
+        self.time_scale = time_scale
+        self.observers = list(observers)
+        self.store_thread = store_thread
+        self.totals = EngineTotals()
+        self._owner: LeaseOwner | None = None
+        self._inflight: InFlight | None = None
+        self._accounts: dict[str, _Account] = {}
+        self._carried: list[Item] = []  # results known before their cycle's batch
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Give back the leases of dead dispatchers, load endpoint health (idempotent)."""
+        if self._owner is not None:
+            return
+        if self.account is not None and get_account(self.conn, self.account) is None:
+            raise NotFoundError(f"no account {self.account} in the store")
+        released = release_dead_owners(self.conn)
+        if released:
+            log.info("took back %d deliveries leased by a dispatcher that is gone", released)
+        rules = RuleTime(epoch(self.clock.now()), self.time_scale)
+        probation = Probation.load(self.conn, rules, self.account)
+        self._inflight = InFlight(rules, self.rng, probation, self.time_scale)
+        self._owner = LeaseOwner()
+
+    async def run(self, *, stop: asyncio.Event | None = None, once: bool = False) -> EngineTotals:
+        """Run cycles until ``stop`` is set or, with ``once``, until nothing is due and every
+        request has its answer or has timed out; then ``close``. Returns the totals."""
+        await self.start()
+        try:
+            while stop is None or not stop.is_set():
+                await self.run_cycle()
+                if once and self._drained():
+                    break
+                await self._sleep_until(self._next_wake(once), stop)
+        finally:
+            await self.close()
+        return self.totals
+
+    async def close(self) -> None:
+        """Record the answers already in, give back the leases of requests still unanswered
+        (retried later without spending an attempt) and abandon the open ones."""
+        if self._owner is None or self._inflight is None:
+            return
+        now = epoch(self.clock.now())
+        results, late, _ = self._inflight.collect(now, self.transport.take(), expire=False)
+        await self._record(now, [*self._take_carried(), *results, *late])
+        keys, owners = self._inflight.abandon()
+        self.transport.cancel(keys)
+        if owners:
+            with transaction(self.conn):
+                for owner in owners:
+                    release_claims(self.conn, owner)
+        self._owner.retire()
+        self._owner = None
+
+    # -- one cycle ---------------------------------------------------------------------------
+    async def run_cycle(self) -> CycleReport:
+        """Record what came back (one batch), then run the cycle of each account whose turn
+        it is."""
+        await self.start()
+        assert self._inflight is not None
+        now = epoch(self.clock.now())
+        results, late, expired = self._inflight.collect(now, self.transport.take(), expire=True)
+        if expired:
+            self.transport.cancel(expired)
+        recorded = await self._record(now, [*self._take_carried(), *results, *late])
+        accounts = claimed = sent = 0
+        for row, account in self._due_accounts(now):
+            accounts += 1
+            got, went = await self._cycle(row, account, now)
+            claimed, sent = claimed + got, sent + went
+        if accounts:
+            self.totals.cycles += 1
+        moment = self.clock.now()
+        for observer in self.observers:
+            _notify(observer.on_cycle, moment)
+        return CycleReport(now, accounts, claimed, sent, recorded)
+
+    def _due_accounts(self, now: float) -> list[tuple[Account, _Account]]:
+        if self.account is not None:
+            found = get_account(self.conn, self.account)
+            rows = [] if found is None else [found]
+        else:
+            rows = list_accounts(self.conn)
+        names = {row.service_client_id for row in rows}
+        for gone in [name for name in self._accounts if name not in names]:
+            del self._accounts[gone]
+        due = []
+        for row in rows:
+            state = self._accounts.setdefault(row.service_client_id, _Account())
+            if state.next_cycle_at <= now:
+                due.append((row, state))
+        return due
+
+    async def _cycle(self, row: Account, account: _Account, now: float) -> tuple[int, int]:
+        assert self._owner is not None
+        assert self._inflight is not None
+        inflight = self._inflight
+        name = row.service_client_id
+        settings = get_settings(self.conn, name)
+        duration = settings["Duration"]
+        # Cycles keep their cadence (a wake-up a little late does not push the next ones back);
+        # after a cycle that overran its Duration, the next starts at once and counts from there.
+        period = duration / self.time_scale
+        on_time = account.next_cycle_at + period
+        account.next_cycle_at = on_time if now - period < account.next_cycle_at else now + period
+        # Up to MaxConcurrentRequests per cycle; fewer only while more than one cycle's worth of
+        # earlier requests still wait for their answers (a receiver slower than the cycles is
+        # not flooded, and memory stays bounded).
+        most = settings["MaxConcurrentRequests"]
+        room = min(most, 2 * most - inflight.awaiting_by_account[name])
+        account.full = True
+        if room <= 0:
+            return 0, 0
+        owner = self._owner.for_cycle(self.totals.cycles)
+        lease = lease_seconds(duration, self.time_scale)
+        claimed = await self._in_store(claim_due, self.conn, now, room, lease, owner, account=name)
+        # In --once mode, whether more is due decides between waiting for the next cycle and
+        # polling for the last answers.
+        account.full = len(claimed) >= room and dispatcher_state.due_exists(self.conn, now, name)
+        if not claimed:
+            return 0, 0
+        self.totals.claimed += len(claimed)
+        self._prepare(row, account)
+        limits = policy.Limits(settings["MaxDeliveryAttempts"], settings["EventTimeToLiveMinutes"])
+        rules, probation = inflight.rules, inflight.probation
+        rule_now = rules.rule(now)
+        sent = 0
+        for first in range(0, len(claimed), SEND_CHUNK):
+            going: list[tuple[ClaimedDelivery, bool, bytes]] = []
+            for delivery in claimed[first : first + SEND_CHUNK]:
+                due = rules.rule(delivery.event_time)
+                reason = policy.check_due(delivery.attempts, due, rule_now, limits)
+                if reason is not None:
+                    dead = result(delivery, "dead_lettered", delivery.attempts, now, owner, None)
+                    self._carried.append((delivery, replace(dead, dead_letter_reason=reason.value)))
+                    continue
+                endpoint = (name, delivery.url)
+                slot = probation.admit(endpoint, rule_now)
+                if slot is not None:
+                    skip = Attempt(delivery.attempts + 1, now, now, "skipped", error=_ON_PROBATION)
+                    later = rules.real(slot)
+                    put_off = result(delivery, "queued", delivery.attempts, now, owner, skip, later)
+                    self._carried.append((delivery, put_off))
+                    continue
+                going.append((delivery, probation.on_probation(endpoint), delivery.body()))
+            if going:
+                self._send(going, owner, account)
+                sent += len(going)
+                # The transport starts on this part while the next one is prepared.
+                await asyncio.sleep(0)
+        return len(claimed), sent
+
+    def _send(
+        self, going: list[tuple[ClaimedDelivery, bool, bytes]], owner: str, account: _Account
+    ) -> None:
+        """Sign a part of the cycle for the moment it goes out and hand it to the transport:
+        every attempt carries the Timestamp of its sending; the attempts sent in the same
+        millisecond share it, and so its Signature."""
+        inflight = self._inflight
+        assert inflight is not None
+        sent_at = epoch(self.clock.now())
+        header = account.sign(wire_time(sent_at))
+        timeout, late_window, identity = inflight.timeout, inflight.late_window, account.tls
+        requests = [
+            Request(
+                inflight.track(delivery, owner, sent_at, probe),
+                delivery.url,
+                body,
+                header,
+                timeout,
+                late_window,
+                identity,
+            )
+            for delivery, probe, body in going
+        ]
+        self.totals.sent += len(requests)
+        self.transport.send(requests)
+
+    def _prepare(self, row: Account, account: _Account) -> None:
+        """The account's signer and TLS identity, made again only when they changed."""
+        credentials = SigningCredentials(row.service_client_id, row.signature_user_id, row.hashkey)
+        if credentials != account.credentials:
+            register_secret(row.hashkey)
+            account.credentials = credentials
+            account.verifier = Verifier(credentials)
+            account.timestamp = ""
+        tls = dispatcher_state.get_tls(self.conn, row.service_client_id)
+        stamp = None if tls is None else tls.updated_at
+        if stamp != account.tls_stamp:
+            account.tls_stamp = stamp
+            account.tls = None
+            if tls is not None:
+                register_secret(tls.client_key_pem)
+                account.tls = TlsIdentity(
+                    _bytes(tls.client_cert_pem), _bytes(tls.client_key_pem), _bytes(tls.ca_pem)
+                )
+
+    # -- recording ---------------------------------------------------------------------------
+    def _take_carried(self) -> list[Item]:
+        carried, self._carried = self._carried, []
+        return carried
+
+    async def _in_store(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a batch statement on the store; with ``store_thread``, on a worker thread, so that
+        the transport keeps answering while SQLite works (it lets go of the GIL meanwhile). The
+        engine never runs two at once, so its one connection is used by one thread at a time."""
+        if self.store_thread:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        return call(*args, **kwargs)
+
+    def _write_batch(self, batch: list[Item], now: float) -> set[int]:
+        assert self._inflight is not None
+        applied: set[int] = set()
+        with transaction(self.conn):
+            if batch:
+                applied.update(record_results(self.conn, [r for _, r in batch]).applied)
+            self._inflight.probation.save(self.conn, now=now)
+        return applied
+
+    async def _record(self, now: float, results: list[Item]) -> int:
+        """Write the batch (one result per delivery: a second one waits for the next batch) and
+        endpoint health in one transaction, then tell the observers. Returns the batch size."""
+        assert self._inflight is not None
+        probation = self._inflight.probation
+        batch: list[Item] = []
+        seen: set[int] = set()
+        for item in results:
+            if item[1].delivery_id in seen:
+                self._carried.append(item)
+            else:
+                seen.add(item[1].delivery_id)
+                batch.append(item)
+        if not batch and not probation.dirty:
+            return 0
+        applied = await self._in_store(self._write_batch, batch, now)
+        recorded = tuple(
+            Recorded(
+                delivery.delivery_id,
+                delivery.subscription_id,
+                delivery.service_client_id,
+                delivery.event_id,
+                delivery.event_time,
+                done.state,
+                done.attempt,
+                done.delivery_id in applied,
+                done.dead_letter_reason,
+            )
+            for delivery, done in batch
+        )
+        self.totals.count(recorded)
+        if recorded and self.observers:
+            dead = [r.delivery_id for r in recorded if r.applied and r.state == "dead_lettered"]
+            records = (get_delivery(self.conn, delivery_id) for delivery_id in dead)
+            letters = tuple(DeadLetter.from_record(r) for r in records if r is not None)
+            view = CycleResults(recorded, letters)
+            moment = self.clock.now()
+            for observer in self.observers:
+                _notify(observer.on_results, moment, view)
+        return len(batch)
+
+    # -- waiting -----------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, nothing waiting to be recorded and nothing due now: what ``run``
+        with ``once`` stops on (a driver of ``run_cycle``, like the simulator, asks it too)."""
+        return self._drained()
+
+    def next_wake(self, *, once: bool = False) -> float:
+        """When the next cycle should run (Unix seconds): the next account's turn, the next
+        answer or timeout; with ``once`` and the queue drained, soon (answers are polled)."""
+        return self._next_wake(once)
+
+    def _drained(self) -> bool:
+        assert self._inflight is not None
+        if self._inflight.awaiting or self._carried:
+            return False
+        return not dispatcher_state.due_exists(self.conn, epoch(self.clock.now()), self.account)
+
+    def _next_wake(self, once: bool) -> float:
+        assert self._inflight is not None
+        now = epoch(self.clock.now())
+        if once and self._carried:
+            return now  # results known already (dead at due time, put off): record them now
+        idle = now + NO_ACCOUNT_WAIT_SECONDS / self.time_scale
+        wake = min((a.next_cycle_at for a in self._accounts.values()), default=idle)
+        deadline = self._inflight.next_deadline()
+        if deadline is not None:
+            wake = min(wake, deadline)
+            if once and not any(a.full for a in self._accounts.values()):
+                # The queue is drained: only answers are awaited, so look for them often.
+                wake = min(wake, now + ONCE_POLL_SECONDS)
+        return wake
+
+    async def _sleep_until(self, wake: float, stop: asyncio.Event | None) -> None:
+        delay = wake - epoch(self.clock.now())
+        if delay <= 0:
+            await asyncio.sleep(0)
+        elif stop is None:
+            await self.clock.sleep(delay)
+        else:
+            sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait((sleeper, stopper), return_when=asyncio.FIRST_COMPLETED)
+            for task in (sleeper, stopper):
+                task.cancel()
+
+
+def _notify(call: Callable[..., None], *args: Any) -> None:
+    try:
+        call(*args)
+    except Exception:  # an observer's bug must not stop deliveries; it is logged with its trace
+        log.exception("dispatcher observer %r failed", call)
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()

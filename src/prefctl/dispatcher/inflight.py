@@ -1,0 +1,277 @@
+"""Requests the engine sent and has not settled: answers, timeouts and the late-success window.
+
+``InFlight`` turns what the transport reports into delivery results, by the rules of
+``dispatcher/policy.py`` in rule time:
+
+- an answer within the response timeout is the attempt's outcome (``policy.after_attempt``);
+- no answer by then: the attempt is recorded ``timed_out`` (its retry scheduled), and the request
+  stays open until the late-success window ends; a 200 within it becomes a ``late_delivered``
+  result with no lease owner, which delivers the delivery whatever its retry is doing;
+- an answer "arrives" at send time + ``elapsed``: a model transport may report it early (the
+  simulator knows its latencies), and it waits here until the clock gets there.
+
+Every outcome also goes to the endpoint's health (``probation.Probation``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+from prefctl.dispatcher import policy
+from prefctl.dispatcher.probation import Probation
+from prefctl.dispatcher.rule_time import RuleTime
+from prefctl.dispatcher.transport import Response
+from prefctl.store.deliveries import Attempt, AttemptOutcome, ClaimedDelivery, DeliveryResult
+
+__all__ = ["InFlight", "Item", "Pending", "result"]
+
+State = Literal["queued", "delivered", "dead_lettered"]
+Item = tuple[ClaimedDelivery, DeliveryResult]
+
+
+def result(
+    delivery: ClaimedDelivery,
+    state: State,
+    attempts: int,
+    at: float,
+    owner: str | None,
+    attempt: Attempt | None,
+    next_at: float | None = None,
+    reason: str | None = None,
+) -> DeliveryResult:
+    """A ``DeliveryResult`` for ``delivery``."""
+    return DeliveryResult(
+        delivery.delivery_id, state, attempts, at, owner, next_at, attempt, reason
+    )
+
+
+@dataclass(slots=True)
+class Pending:
+    """A request sent and not yet settled."""
+
+    delivery: ClaimedDelivery
+    owner: str
+    started_at: float
+    probe: bool
+    timed_out: bool = False
+
+    @property
+    def attempt_number(self) -> int:
+        return self.delivery.attempts + 1
+
+
+class InFlight:
+    """The engine's open requests (see the module docstring); times are real Unix seconds."""
+
+    def __init__(
+        self, rules: RuleTime, rng: random.Random, probation: Probation, time_scale: float
+    ) -> None:
+        self.rules = rules
+        self.rng = rng
+        self.probation = probation
+        self.time_scale = time_scale
+        self.timeout = policy.RESPONSE_TIMEOUT_SECONDS / time_scale
+        self.late_window = policy.LATE_SUCCESS_WINDOW_SECONDS / time_scale
+        # Requests within the response timeout, per account (the engine's backpressure).
+        self.awaiting_by_account: Counter[str] = Counter()
+        self._keys = itertools.count(1)
+        self._pending: dict[int, Pending] = {}
+        self._awaiting: OrderedDict[int, None] = OrderedDict()  # within the timeout, send order
+        self._late: OrderedDict[int, None] = OrderedDict()  # timed out, in the late window
+        self._future: list[tuple[float, int, Response]] = []  # answers the clock has not reached
+        # Deliveries with a request in the late window → [attempts last recorded, requests]: a
+        # late 200 must not set the attempt count back below a retry's.
+        self._late_attempts: dict[int, list[int]] = {}
+
+    def track(self, delivery: ClaimedDelivery, owner: str, started_at: float, probe: bool) -> int:
+        """Remember a request about to be sent; returns its transport key."""
+        key = next(self._keys)
+        self._pending[key] = Pending(delivery, owner, started_at, probe)
+        self._awaiting[key] = None
+        self.awaiting_by_account[delivery.service_client_id] += 1
+        return key
+
+    @property
+    def awaiting(self) -> bool:
+        """Whether a request still waits for its answer within the timeout (or a known answer
+        waits for the clock)."""
+        return bool(self._awaiting or self._future)
+
+    def next_deadline(self) -> float | None:
+        """When the next known answer arrives or the oldest request times out."""
+        times = []
+        if self._future:
+            times.append(self._future[0][0])
+        if self._awaiting:
+            times.append(self._pending[next(iter(self._awaiting))].started_at + self.timeout)
+        return min(times, default=None)
+
+    def collect(
+        self, now: float, responses: list[Response], *, expire: bool
+    ) -> tuple[list[Item], list[Item], list[int]]:
+        """Settle answers that arrived by ``now`` and, with ``expire``, silences past the
+        timeout or the late window. Returns (results, late successes — after the results: a
+        late success may follow its own timeout — and the keys given up on)."""
+        results: list[Item] = []
+        late: list[Item] = []
+        for response in responses:
+            pending = self._pending.get(response.key)
+            if pending is None:
+                continue
+            arrival = pending.started_at + response.elapsed
+            if arrival > now:
+                heapq.heappush(self._future, (arrival, response.key, response))
+            else:
+                self._answered(response.key, pending, response, arrival, results, late)
+        while self._future and self._future[0][0] <= now:
+            arrival, key, response = heapq.heappop(self._future)
+            pending = self._pending.get(key)
+            if pending is not None:
+                self._answered(key, pending, response, arrival, results, late)
+        expired: list[int] = []
+        if expire:
+            while self._awaiting:
+                key = next(iter(self._awaiting))
+                pending = self._pending[key]
+                if pending.started_at + self.timeout > now:
+                    break
+                self._time_out(key, pending, results)
+            while self._late:
+                key = next(iter(self._late))
+                if self._pending[key].started_at + self.late_window > now:
+                    break
+                self._settle(key)
+                expired.append(key)
+        return results, late, expired
+
+    def abandon(self) -> tuple[list[int], set[str]]:
+        """Forget every request: returns their keys and the lease owners of those that never
+        got an answer within the timeout (their leases go back, no attempt spent)."""
+        keys = list(self._pending)
+        owners = {p.owner for p in self._pending.values() if not p.timed_out}
+        self._pending.clear()
+        self._awaiting.clear()
+        self.awaiting_by_account.clear()
+        self._late.clear()
+        self._future.clear()
+        self._late_attempts.clear()
+        return keys, owners
+
+    # -- settling ------------------------------------------------------------------------------
+    def _answered(
+        self,
+        key: int,
+        pending: Pending,
+        response: Response,
+        arrival: float,
+        results: list[Item],
+        late: list[Item],
+    ) -> None:
+        if not pending.timed_out and response.elapsed <= self.timeout:
+            outcome = (
+                policy.Outcome.http(response.status)
+                if response.status is not None
+                else policy.Outcome.connection_error(response.error or "no answer")
+            )
+            self._attempted(pending, outcome, arrival, response.elapsed, response.error, results)
+        else:
+            if not pending.timed_out:
+                self._time_out(key, pending, results)
+            if response.status == 200 and response.elapsed <= self.late_window:
+                late.append(self._late_success(pending, arrival, response.elapsed))
+        self._settle(key)
+
+    def _attempted(
+        self,
+        pending: Pending,
+        outcome: policy.Outcome,
+        finished: float,
+        elapsed: float | None,
+        error: str | None,
+        results: list[Item],
+    ) -> None:
+        """An attempt that ended on time (an answer, a connection error) or timed out."""
+        delivery = pending.delivery
+        made = pending.attempt_number
+        at = self.rules.rule(finished)
+        decision = policy.after_attempt(outcome, made, at, self.rng)
+        self.probation.record(
+            (delivery.service_client_id, delivery.url), outcome, at, probe=pending.probe
+        )
+        kind: AttemptOutcome = (
+            "delivered"
+            if decision.action is policy.Action.DELIVERED
+            else "timed_out"
+            if outcome.failure is policy.FailureKind.TIMEOUT
+            else "failed"
+        )
+        latency = None if elapsed is None else round(elapsed * 1000, 3)
+        attempt = Attempt(made, pending.started_at, finished, kind, outcome.status, error, latency)
+        owner = pending.owner
+        if decision.action is policy.Action.RETRY:
+            assert decision.delay_seconds is not None
+            next_at = finished + decision.delay_seconds / self.time_scale
+            done = result(delivery, "queued", made, finished, owner, attempt, next_at)
+        elif decision.action is policy.Action.DEAD_LETTER:
+            assert decision.reason is not None
+            reason = decision.reason.value
+            done = result(delivery, "dead_lettered", made, finished, owner, attempt, None, reason)
+        else:
+            done = result(delivery, "delivered", made, finished, owner, attempt)
+        results.append((delivery, done))
+        recorded = self._late_attempts.get(delivery.delivery_id)
+        if recorded is not None:
+            recorded[0] = max(recorded[0], made)
+
+    def _time_out(self, key: int, pending: Pending, results: list[Item]) -> None:
+        finished = pending.started_at + self.timeout
+        self._attempted(pending, policy.Outcome.timeout(), finished, None, None, results)
+        pending.timed_out = True
+        del self._awaiting[key]
+        self.awaiting_by_account[pending.delivery.service_client_id] -= 1
+        self._late[key] = None
+        recorded = self._late_attempts.setdefault(pending.delivery.delivery_id, [0, 0])
+        recorded[0], recorded[1] = max(recorded[0], pending.attempt_number), recorded[1] + 1
+
+    def _late_success(self, pending: Pending, arrival: float, elapsed: float) -> Item:
+        """A 200 within the late-success window: delivered, by no lease owner (the retry it
+        cancels may be queued, or leased again)."""
+        delivery = pending.delivery
+        self.probation.record(
+            (delivery.service_client_id, delivery.url),
+            policy.Outcome.http(200),
+            self.rules.rule(arrival),
+            probe=pending.probe,
+        )
+        recorded = self._late_attempts.get(delivery.delivery_id)
+        attempts = pending.attempt_number if recorded is None else recorded[0]
+        latency = round(elapsed * 1000, 3)
+        attempt = Attempt(
+            pending.attempt_number,
+            pending.started_at,
+            arrival,
+            "late_delivered",
+            200,
+            None,
+            latency,
+        )
+        return delivery, result(delivery, "delivered", attempts, arrival, None, attempt)
+
+    def _settle(self, key: int) -> None:
+        """Forget a request: answered, or given up at the end of the late window."""
+        pending = self._pending.pop(key)
+        if key in self._awaiting:
+            del self._awaiting[key]
+            self.awaiting_by_account[pending.delivery.service_client_id] -= 1
+        self._late.pop(key, None)
+        if pending.timed_out:
+            delivery_id = pending.delivery.delivery_id
+            recorded = self._late_attempts[delivery_id]
+            recorded[1] -= 1
+            if recorded[1] == 0:
+                del self._late_attempts[delivery_id]

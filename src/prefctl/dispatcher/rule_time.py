@@ -1,0 +1,43 @@
+"""Delivery-rule time under ``--time-scale`` (DESIGN §2).
+
+The emulator's ``--time-scale X`` divides every delivery-rule duration by X: backoff, TTL, the 30 s
+response timeout, the late-success window, probation, Duration. The rules themselves
+(``dispatcher/policy.py``) know nothing of it: the engine hands them *rule time*, a clock that runs
+X times faster than the real one from a fixed origin, and turns the times they return back into
+real ones. Wire timestamps and the store keep real time, so signatures verify.
+
+    >>> rules = RuleTime(origin=1_767_225_600.0, scale=60)
+    >>> rules.real(rules.rule(1_767_225_601.0) + timedelta(minutes=1))   # a minute of rules
+    1767225602.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+__all__ = ["RuleTime"]
+
+
+@dataclass(frozen=True)
+class RuleTime:
+    """Real Unix seconds ↔ rule-time datetimes, with rule time ``scale`` times faster."""
+
+    origin: float
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ValueError("the time scale must be greater than 0")
+
+    def rule(self, real: float) -> datetime:
+        """The rule-time moment of a real time."""
+        return datetime.fromtimestamp(self.origin + (real - self.origin) * self.scale, UTC)
+
+    def real(self, rule: datetime) -> float:
+        """The real time (Unix seconds) of a rule-time moment."""
+        return self.origin + (rule.timestamp() - self.origin) / self.scale
+
+    def seconds(self, rule_seconds: float) -> float:
+        """A rule duration in real seconds."""
+        return rule_seconds / self.scale

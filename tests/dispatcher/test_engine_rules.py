@@ -1,0 +1,311 @@
+"""The engine applies every delivery rule (DESIGN §9.2), on a FakeClock with a model endpoint."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prefctl.dispatcher.transport import Reply, Request
+from prefctl.webhooks.signature import parse_header, verify
+from tests.dispatcher.engine_helpers import (
+    CREDENTIALS,
+    T0,
+    Rig,
+    attempts_of,
+    new_store,
+    queue_events,
+    record_of,
+    set_settings,
+    states,
+    subscribe,
+)
+
+URL = "https://hooks.example/in"
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    conn = new_store(tmp_path / "store.db")
+    yield conn
+    conn.close()
+
+
+def statuses(*codes: int) -> object:
+    """A model endpoint answering the given statuses in turn, then 200."""
+    replies = list(codes)
+
+    def answer(_request: Request) -> Reply:
+        return Reply(replies.pop(0) if replies else 200)
+
+    return answer
+
+
+def test_engine_answer_200_delivers_with_one_attempt(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn)
+    rig.cycle()
+    rig.advance(1)
+    record = record_of(conn, delivery)
+    assert record.state == "delivered"
+    assert record.attempts == 1
+    assert [(a.outcome, a.status) for a in attempts_of(conn, delivery)] == [("delivered", 200)]
+    rig.close()
+
+
+def test_engine_failed_attempt_is_retried_after_backoff(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, statuses(503, 500))  # type: ignore[arg-type]
+    rig.cycle()
+    rig.advance(1)
+    first = record_of(conn, delivery)
+    assert (first.state, first.attempts, first.last_status) == ("queued", 1, 503)
+    assert 9.0 <= first.next_attempt_at - T0 <= 11.0  # 10 s × uniform(0.9, 1.1)
+    rig.advance_to(first.next_attempt_at)
+    rig.advance(1)
+    second = record_of(conn, delivery)
+    assert (second.state, second.attempts, second.last_status) == ("queued", 2, 500)
+    finished = attempts_of(conn, delivery)[-1].finished_at
+    assert 18.0 <= second.next_attempt_at - finished <= 22.0  # 20 s × jitter
+    rig.close()
+
+
+@pytest.mark.parametrize(("status", "reason"), [(400, "BadRequest"), (413, "PayloadTooLarge")])
+def test_engine_400_and_413_dead_letter_at_once(
+    conn: sqlite3.Connection, status: int, reason: str
+) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, statuses(status))  # type: ignore[arg-type]
+    rig.cycle()
+    rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.dead_letter_reason, record.attempts) == (
+        "dead_lettered",
+        reason,
+        1,
+    )
+    assert [letter.reason for letter in rig.recorder.dead_letters] == [reason]
+    rig.close()
+
+
+def test_engine_max_attempts_dead_letter_when_the_next_attempt_is_due(
+    conn: sqlite3.Connection,
+) -> None:
+    set_settings(conn, MaxDeliveryAttempts=2)
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(500))
+    rig.cycle()
+    for _ in range(60):
+        rig.advance(1)
+    record = record_of(conn, delivery)
+    assert record.state == "dead_lettered"
+    assert record.dead_letter_reason == "MaxDeliveryAttemptsExceeded"
+    assert (record.attempts, record.last_status) == (2, 500)
+    # Dead-lettered when the third attempt came due (10 s, then 20 s after the failures).
+    assert record.finished_at - record.last_attempt_at >= 18.0
+    assert len(rig.transport.sent) == 2
+    [letter] = rig.recorder.dead_letters
+    assert (letter.event_id, letter.attempts, letter.last_status) == (record.event_id, 2, 500)
+    assert letter.first_attempt_at == T0
+    rig.close()
+
+
+def test_engine_ttl_dead_letters_at_the_next_due_time(conn: sqlite3.Connection) -> None:
+    set_settings(conn, EventTimeToLiveMinutes=1)
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(503))
+    rig.cycle()
+    for _ in range(200):
+        rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.dead_letter_reason) == ("dead_lettered", "TimeToLiveExceeded")
+    # Attempts at 0, ~10, ~30 s; the next one came due after the 60 s TTL: dead-lettered then.
+    assert record.finished_at - T0 >= 60.0
+    assert record.attempts == len(rig.transport.sent) == 3
+    rig.close()
+
+
+def test_engine_redirect_is_a_failed_attempt(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(302, error="redirect to https://elsewhere/ not followed"))
+    rig.cycle()
+    rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.last_status) == ("queued", 302)
+    assert record.last_error == "redirect to https://elsewhere/ not followed"
+    rig.close()
+
+
+def test_engine_connection_error_is_retried_with_its_message(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(None, error="Connection refused", elapsed=0.01))
+    rig.cycle()
+    rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.last_status, record.last_error) == (
+        "queued",
+        None,
+        "Connection refused",
+    )
+    rig.close()
+
+
+def test_engine_no_answer_in_30_s_times_out_and_retries(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(200, elapsed=math.inf))
+    rig.cycle()
+    rig.advance(29)
+    assert record_of(conn, delivery).state == "in_flight"
+    rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.attempts) == ("queued", 1)
+    [attempt] = attempts_of(conn, delivery)
+    assert (attempt.outcome, attempt.finished_at - attempt.started_at) == ("timed_out", 30.0)
+    assert 39.0 <= record.next_attempt_at - T0 <= 41.0
+    rig.close()
+
+
+def test_engine_late_200_within_3_minutes_cancels_the_retry(conn: sqlite3.Connection) -> None:
+    # Attempt 1 answers 200 after 35 s: past the timeout, before its retry (~40 s) is due.
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(200, elapsed=35.0))
+    rig.cycle()
+    for _ in range(120):
+        rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.attempts) == ("delivered", 1)
+    assert [a.outcome for a in attempts_of(conn, delivery)] == ["timed_out", "late_delivered"]
+    assert len(rig.transport.sent) == 1  # the retry never went out
+    assert rig.engine.totals.late_delivered == 1
+    rig.close()
+
+
+def test_engine_answer_after_the_late_window_changes_nothing(conn: sqlite3.Connection) -> None:
+    set_settings(conn, MaxDeliveryAttempts=1)
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(200, elapsed=200.0))
+    rig.cycle()
+    for _ in range(240):
+        rig.advance(1)
+    record = record_of(conn, delivery)
+    assert (record.state, record.dead_letter_reason) == (
+        "dead_lettered",
+        "MaxDeliveryAttemptsExceeded",
+    )
+    assert [a.outcome for a in attempts_of(conn, delivery)] == ["timed_out"]
+    rig.close()
+
+
+def test_engine_cycle_claims_at_most_max_concurrent_requests(conn: sqlite3.Connection) -> None:
+    set_settings(conn, MaxConcurrentRequests=50)
+    queue_events(conn, subscribe(conn, URL), 200)
+    rig = Rig(conn, lambda _r: Reply(200, elapsed=2.5))
+    sent = [rig.cycle().sent]
+    for _ in range(6):
+        sent.append(rig.advance(1).sent)
+    # 50 events attempted per cycle, also while earlier ones wait for their answers; but no more
+    # than two cycles' worth wait at once: a receiver slower than the cycles sets the pace.
+    assert sent == [50, 50, 0, 50, 50, 0, 0]
+    assert states(conn)["delivered"] == 150
+    rig.close()
+
+
+def test_engine_cycles_start_duration_apart(conn: sqlite3.Connection) -> None:
+    set_settings(conn, MaxConcurrentRequests=50, Duration=5)
+    subscription = subscribe(conn, URL)
+    queue_events(conn, subscription, 120)
+    rig = Rig(conn)
+    totals = rig.run(rig.engine.run(once=True))
+    starts = sorted({request_time for request_time in _send_times(rig)})
+    assert [round(t - T0, 6) for t in starts] == [0.0, 5.0, 10.0]
+    assert totals.delivered == 120
+    assert states(conn)["delivered"] == 120
+    rig.loop.close()
+
+
+def _send_times(rig: Rig) -> list[float]:
+    return [
+        parse_header(r.signature).timestamp and _epoch(parse_header(r.signature).timestamp)
+        for r in rig.transport.sent
+    ]
+
+
+def _epoch(text: str) -> float:
+    from prefctl.webhooks.signature import parse_timestamp
+
+    return parse_timestamp(text).timestamp()
+
+
+def test_engine_settings_change_applies_at_the_next_cycle(conn: sqlite3.Connection) -> None:
+    set_settings(conn, MaxConcurrentRequests=50)
+    queue_events(conn, subscribe(conn, URL), 200)
+    rig = Rig(conn)
+    assert rig.cycle().sent == 50
+    set_settings(conn, MaxConcurrentRequests=120)
+    assert rig.advance(1).sent == 120
+    rig.close()
+
+
+def test_engine_signs_every_attempt_afresh(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, statuses(500, 500))  # type: ignore[arg-type]
+    rig.cycle()
+    for _ in range(60):
+        rig.advance(1)
+    assert record_of(conn, delivery).state == "delivered"
+    headers = [request.signature for request in rig.transport.sent]
+    assert len(headers) == 3
+    assert len(set(headers)) == 3
+    for header in headers:
+        moment = parse_header_time(header)
+        verify(header, CREDENTIALS, now=moment)
+    rig.close()
+
+
+def parse_header_time(header: str | None) -> object:
+    from prefctl.webhooks.signature import parse_timestamp
+
+    return parse_timestamp(parse_header(header).timestamp)
+
+
+def test_engine_time_scale_divides_every_rule_duration(conn: sqlite3.Connection) -> None:
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, lambda _r: Reply(200, elapsed=math.inf), time_scale=60)
+    rig.cycle()
+    rig.advance(0.5)  # the 30 s timeout is 0.5 s
+    record = record_of(conn, delivery)
+    assert (record.state, record.attempts) == ("queued", 1)
+    # The backoff (10 s) is 1/6 s; the request is abandoned after the late window (3 s).
+    assert 0.5 + 0.9 * 10 / 60 <= record.next_attempt_at - T0 <= 0.5 + 1.1 * 10 / 60
+    [request] = rig.transport.sent[:1]
+    assert request.keep_open == pytest.approx(3.0)
+    rig.close()
+
+
+def test_engine_reports_successes_per_subscription(conn: sqlite3.Connection) -> None:
+    first, second = subscribe(conn, URL), subscribe(conn, "https://hooks.example/other", name="b")
+    queue_events(conn, first, 2)
+    queue_events(conn, second, 1, prefix="11111111")
+    rig = Rig(conn, lambda r: Reply(200 if r.url == URL else 500))
+    rig.cycle()
+    rig.advance(1)
+    [(_, results)] = rig.recorder.results
+    assert results.delivered_subscriptions == {first}
+    assert sorted(r.state for r in results.recorded) == ["delivered", "delivered", "queued"]
+    assert rig.recorder.cycles
+    rig.close()
+
+
+def test_engine_run_once_stops_when_nothing_is_due(conn: sqlite3.Connection) -> None:
+    subscription = subscribe(conn, URL)
+    queue_events(conn, subscription, 3)
+    rig = Rig(conn, statuses(500))  # type: ignore[arg-type]
+    totals = rig.run(rig.engine.run(once=True))
+    # Two delivered, one failed and queued for a retry 10 s later, which once does not wait for.
+    assert (totals.delivered, totals.failed) == (2, 1)
+    assert states(conn) == {"delivered": 2, "queued": 1}
+    assert rig.clock.now().timestamp() - T0 < 10
+    rig.loop.close()
