@@ -102,3 +102,22 @@ def test_matches_selection_without_entity_uses_the_type_entity() -> None:
 def test_matches_model_dumped_selection_with_filled_wildcard_selects() -> None:
     selection = EventSelection.model_validate({"Entity": "Groups", "EventType": "group.added"})
     assert matches([dump_wire(selection)], _event("group.added", "Anything"))
+
+
+def test_selector_matches_exactly_like_matches() -> None:
+    from prefctl.emulator.changes import ChangeEvent
+    from prefctl.emulator.matching import Selector, matches
+
+    selections = [
+        {"Entity": "Preferences", "EventType": "preference.added", "Filters": ["Weekly"]},
+        {"Entity": "Tags", "EventType": "tag.added"},
+    ]
+    events = [
+        ChangeEvent("preference.added", "Preferences", {}, None, ("Weekly",)),
+        ChangeEvent("preference.added", "Preferences", {}, None, ("Daily",)),
+        ChangeEvent("tag.added", "Tags", {}, None, ()),
+        ChangeEvent("tag.deleted", "Tags", {}, None, ()),
+    ]
+    selector = Selector(selections)
+    assert [selector.matches(e) for e in events] == [matches(selections, e) for e in events]
+    assert [selector.matches(e) for e in events] == [True, False, True, False]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from prefctl.webhooks import catalog
 
-__all__ = ["MatchableEvent", "matches", "selection_matches"]
+__all__ = ["MatchableEvent", "Selector", "matches", "selection_matches"]
 
 
 class MatchableEvent(Protocol):
@@ -53,3 +53,21 @@ def selection_matches(selection: Mapping[str, Any], event: MatchableEvent) -> bo
 def matches(selections: Iterable[Mapping[str, Any]], event: MatchableEvent) -> bool:
     """Whether any selection of a subscription's ``Subscriptions`` list selects ``event``."""
     return any(selection_matches(selection, event) for selection in selections)
+
+
+class Selector:
+    """A subscription's selections indexed by EventType, for matching many events in a row
+    (the write path checks every event of a change against every subscription)."""
+
+    __slots__ = ("_by_type",)
+
+    def __init__(self, selections: Iterable[Mapping[str, Any]]) -> None:
+        self._by_type: dict[str, list[Mapping[str, Any]]] = {}
+        for selection in selections:
+            self._by_type.setdefault(str(selection.get("EventType")), []).append(selection)
+
+    def matches(self, event: MatchableEvent) -> bool:
+        candidates = self._by_type.get(event.event_type)
+        return candidates is not None and any(
+            selection_matches(selection, event) for selection in candidates
+        )

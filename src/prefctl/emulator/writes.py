@@ -22,16 +22,17 @@ All of it commits together or not at all. Bulk import writes profiles without ev
 
 from __future__ import annotations
 
-import copy
 import random
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from prefctl.clock import Clock
 from prefctl.emulator.changes import Operation, events_for_change
-from prefctl.emulator.matching import matches
+from prefctl.emulator.matching import Selector
 from prefctl.errors import NotFoundError
 from prefctl.store import events as event_store
 from prefctl.store import profiles, subscriptions
@@ -99,7 +100,8 @@ class ProfileWriter:
         profile.updated, profile.updatedfull and the element events (nothing if unchanged)."""
         with transaction(self._conn):
             old = self._load(profile_id)
-            new = self._prepare(change(copy.deepcopy(old)), profile_id, old)
+            # A JSON round trip copies a wire profile several times faster than deepcopy.
+            new = self._prepare(change(orjson.loads(orjson.dumps(old))), profile_id, old)
             return self._store("update", old, new)
 
     def deactivate(self, profile_id: int, reason: str | None = None) -> WriteResult:
@@ -171,12 +173,15 @@ class ProfileWriter:
             for change in changes
         ]
         rowids = event_store.insert_events(self._conn, self._account, new_events)
-        targets = subscriptions.fanout_targets(self._conn, self._account)
+        targets = [
+            (target, Selector(target.selections))
+            for target in subscriptions.fanout_targets(self._conn, self._account)
+        ]
         rows = [
             NewDelivery(rowid, target.subscription_id, target.held)
             for rowid, change in zip(rowids, changes, strict=True)
-            for target in targets
-            if matches(target.selections, change)
+            for target, selector in targets
+            if selector.matches(change)
         ]
         count = add_deliveries(self._conn, rows, now=now)
         written = tuple(WrittenEvent(e.event_id, e.event_type) for e in new_events)
