@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "replay": "prefctl.cli.replay",
     "alerts": "prefctl.cli.alerts",
     "policy": "prefctl.cli.policy",
+    "simulate": "prefctl.cli.simulate",
     "dispatcher": "prefctl.cli.dispatcher",
     "demo": "prefctl.cli.demo",
 }

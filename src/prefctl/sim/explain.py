@@ -1,0 +1,254 @@
+"""``prefctl policy explain``: the attempt timeline and the outcome table, computed by the policy.
+
+Nothing here restates a rule. The timeline calls ``policy.backoff_delay`` for every delay and
+``policy.check_due`` at every due time, exactly as the engine does, for one delivery whose attempts
+all fail at once (a 500 answered in no time); the outcome table calls ``policy.after_attempt``,
+``policy.describe_outcome`` and ``EndpointHealth.record`` for each kind of answer.
+
+Jitter: with a seed, the delays are the draws of ``random.Random(seed)`` in order (what one
+delivery drawing from that source would get). Without one, the nominal delay (jitter factor 1) is
+shown. Either way the earliest and latest times come from the same calls with the jitter at its
+lower and upper bound, so the table also shows where the cut-off can move.
+
+    >>> explanation = explain(Limits(max_attempts=30, ttl_minutes=240), seed=None)
+    >>> explanation.cut_off.reason
+    'TimeToLiveExceeded'
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prefctl.dispatcher.policy import (
+    Action,
+    EndpointHealth,
+    Limits,
+    Outcome,
+    after_attempt,
+    check_due,
+    describe_outcome,
+)
+
+__all__ = [
+    "CutOff",
+    "Explanation",
+    "OutcomeRow",
+    "TimelineRow",
+    "explain",
+    "format_duration",
+    "outcome_table",
+]
+
+# A fixed origin: the timeline is relative to the delivery's EventTime, never to the wall clock.
+_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _Pinned(random.Random):
+    """A random source whose ``uniform(a, b)`` always answers the same point of [a, b]: 0 the
+    lower bound, 0.5 the middle (jitter factor 1), 1 the upper bound."""
+
+    def __init__(self, point: float) -> None:
+        super().__init__(0)
+        self.point = point
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.point
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    """One attempt: the delay before it and when it goes, in seconds after EventTime."""
+
+    attempt: int
+    delay_seconds: float
+    at_seconds: float
+    earliest_at_seconds: float
+    latest_at_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "delay_seconds": round(self.delay_seconds, 3),
+            "at_seconds": round(self.at_seconds, 3),
+            "earliest_at_seconds": round(self.earliest_at_seconds, 3),
+            "latest_at_seconds": round(self.latest_at_seconds, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CutOff:
+    """Where the timeline ends: the next attempt came due and ``check_due`` said no."""
+
+    after_attempts: int
+    at_seconds: float
+    reason: str
+    # The attempt count at the cut-off when the jitter sits at its bounds.
+    attempts_range: tuple[int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "after_attempts": self.after_attempts,
+            "at_seconds": round(self.at_seconds, 3),
+            "reason": self.reason,
+            "attempts_min": self.attempts_range[0],
+            "attempts_max": self.attempts_range[1],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRow:
+    """What one kind of answer causes after a first attempt."""
+
+    outcome: str
+    action: str
+    effect: str
+    reason: str | None
+    retry_after_seconds: float | None
+    counts_toward_probation: bool
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "action": self.action,
+            "effect": self.effect,
+            "reason": self.reason,
+            "retry_after_seconds": (
+                None if self.retry_after_seconds is None else round(self.retry_after_seconds, 3)
+            ),
+            "counts_toward_probation": self.counts_toward_probation,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The whole answer of ``policy explain``."""
+
+    limits: Limits
+    seed: int | None
+    timeline: list[TimelineRow]
+    cut_off: CutOff
+    outcomes: list[OutcomeRow]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_attempts": self.limits.max_attempts,
+            "ttl_minutes": self.limits.ttl_minutes,
+            "seed": self.seed,
+            "jitter": "nominal" if self.seed is None else "seeded",
+            "timeline": [row.to_dict() for row in self.timeline],
+            "cut_off": self.cut_off.to_dict(),
+            "outcomes": [row.to_dict() for row in self.outcomes],
+        }
+
+
+def explain(limits: Limits, seed: int | None) -> Explanation:
+    """The timeline of one always-failing delivery under ``limits``, and the outcome table."""
+    rng = _Pinned(0.5) if seed is None else random.Random(seed)
+    times, reason = _schedule(limits, rng)
+    attempts = len(times) - 1
+    earliest = _due_times(attempts, _Pinned(0.0))
+    latest = _due_times(attempts, _Pinned(1.0))
+    rows = [
+        TimelineRow(n + 1, at - (times[n - 1] if n else 0.0), at, earliest[n], latest[n])
+        for n, at in enumerate(times[:-1])
+    ]
+    # Short delays reach the TTL later, with more attempts: the count range runs high → low.
+    fewest = len(_schedule(limits, _Pinned(1.0))[0]) - 1
+    most = len(_schedule(limits, _Pinned(0.0))[0]) - 1
+    cut_off = CutOff(attempts, times[-1], reason, (fewest, most))
+    return Explanation(limits, seed, rows, cut_off, outcome_table())
+
+
+# Every answer in the timeline is a failure that is retried.
+_FAILURE = Outcome.http(500)
+
+
+def _schedule(limits: Limits, rng: random.Random) -> tuple[list[float], str]:
+    """Due times (seconds after EventTime) of every attempt, then of the refused one, and why it
+    was refused: the engine's loop with every answer a failure."""
+    due = _ORIGIN
+    times: list[float] = []
+    attempts_made = 0
+    while True:
+        reason = check_due(attempts_made, _ORIGIN, due, limits)
+        times.append((due - _ORIGIN).total_seconds())
+        if reason is not None:
+            return times, str(reason)
+        attempts_made += 1
+        due = _next_due(attempts_made, due, rng)
+
+
+def _due_times(attempts: int, rng: random.Random) -> list[float]:
+    """Due times of the first ``attempts`` attempts, whatever the limits."""
+    due, times = _ORIGIN, []
+    for attempts_made in range(attempts):
+        times.append((due - _ORIGIN).total_seconds())
+        due = _next_due(attempts_made + 1, due, rng)
+    return times
+
+
+def _next_due(attempts_made: int, now: datetime, rng: random.Random) -> datetime:
+    decision = after_attempt(_FAILURE, attempts_made, now, rng)
+    assert decision.next_attempt_at is not None  # a 500 is always retried
+    return decision.next_attempt_at
+
+
+# The answers of `policy explain`'s table, in the order of the issue.
+_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
+    ("200", Outcome.http(200)),
+    ("3xx", Outcome.http(302)),
+    ("400", Outcome.http(400)),
+    ("401", Outcome.http(401)),
+    ("403", Outcome.http(403)),
+    ("404", Outcome.http(404)),
+    ("408", Outcome.http(408)),
+    ("413", Outcome.http(413)),
+    ("429", Outcome.http(429)),
+    ("500", Outcome.http(500)),
+    ("503", Outcome.http(503)),
+    ("timeout", Outcome.timeout()),
+    ("connection refused", Outcome.connection_error("connection refused")),
+)
+
+
+def outcome_table() -> list[OutcomeRow]:
+    """What each answer to a first attempt causes, asked of the policy (nominal jitter)."""
+    rows = []
+    for label, outcome in _OUTCOMES:
+        decision = after_attempt(outcome, 1, _ORIGIN, _Pinned(0.5))
+        effect, explanation = describe_outcome(outcome)
+        health = EndpointHealth().record(outcome, _ORIGIN)
+        retry_after = (
+            decision.delay_seconds
+            if decision.action is Action.RETRY and decision.next_attempt_at is not None
+            else None
+        )
+        rows.append(
+            OutcomeRow(
+                outcome=label,
+                action=str(decision.action),
+                effect=effect,
+                reason=None if decision.reason is None else str(decision.reason),
+                retry_after_seconds=retry_after,
+                counts_toward_probation=health.consecutive_failures > 0,
+                explanation=explanation,
+            )
+        )
+    return rows
+
+
+def format_duration(seconds: float) -> str:
+    """``4h 12m 30s`` style, to the second (tables; JSON keeps the seconds)."""
+    if seconds < 10:
+        return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return " ".join(parts) or "0s"

@@ -1,0 +1,245 @@
+"""The report of a simulation, read from the store the engine wrote.
+
+``build_report`` turns the final store into one plain dict (``prefctl simulate -o json``), with
+snake_case keys, times as RFC 3339 plus minutes from the start of the run, and every number
+rounded to the millisecond, so the same seed gives byte-identical JSON:
+
+- ``deliveries``: total, delivered, dead-lettered, retried (needed more than one attempt), and
+  ``delivered_first_time``;
+- ``attempts``: counted, skipped (not sent: probation), by outcome, and the histogram of attempts
+  per final delivery, split by how the delivery ended;
+- ``dead_letters``: by reason;
+- ``latency_seconds``: OriginalEventTime → delivered, p50 / p90 / p99 / max / mean;
+- ``alerts``: every alert email with its time, subscription, kind and subject;
+- ``probation``: each period an endpoint spent on probation;
+- ``subscriptions``: the same counts per subscription;
+- ``timeline``: outcomes over time in buckets (``bucket_minutes`` wide).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prefctl.sim.scenario import Scenario
+from prefctl.store.alerts import list_alerts
+from prefctl.store.timestamps import wire_time
+
+__all__ = ["OUTCOME_KEYS", "ProbationPeriod", "bucket_minutes", "build_report"]
+
+# The columns of the timeline, in the order the chart stacks them.
+OUTCOME_KEYS = ("delivered", "failed", "timed_out", "skipped", "dead_lettered")
+_NICE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
+_MAX_BUCKETS = 48
+
+
+@dataclass(frozen=True, slots=True)
+class ProbationPeriod:
+    """A stretch of time one subscription's Url spent on probation (``ended_at`` None: still on
+    when the run ended)."""
+
+    subscription_id: int
+    url: str
+    started_at: float
+    ended_at: float | None
+
+
+def bucket_minutes(total_minutes: float) -> int:
+    """A round bucket width giving at most 48 buckets over the run."""
+    for minutes in _NICE_MINUTES:
+        if total_minutes / minutes <= _MAX_BUCKETS:
+            return minutes
+    return math.ceil(total_minutes / _MAX_BUCKETS / 1440) * 1440
+
+
+def build_report(
+    conn: sqlite3.Connection,
+    scenario: Scenario,
+    *,
+    start: float,
+    end: float,
+    subscriptions: Mapping[int, str],
+    probation: Sequence[ProbationPeriod],
+    cycles: int,
+) -> dict[str, Any]:
+    """The report of the run that went from ``start`` to ``end`` (Unix seconds, virtual)."""
+    per_subscription = {sid: _counts(conn, sid) for sid in subscriptions}
+    totals = _counts(conn, None)
+    width = bucket_minutes(max((end - start) / 60.0, 1.0))
+    return {
+        "scenario": {
+            "name": scenario.name,
+            "description": scenario.description,
+            "seed": scenario.seed,
+            "settings": dict(scenario.settings),
+            "events_per_minute": scenario.load.events_per_minute,
+            "duration_minutes": scenario.load.duration_minutes,
+        },
+        "run": {
+            "start": wire_time(start),
+            "end": wire_time(end),
+            "minutes": _round((end - start) / 60.0),
+            "cycles": cycles,
+        },
+        "events": _scalar(conn, "SELECT count(*) FROM events"),
+        **totals,
+        "alerts": _alerts(conn, start),
+        "probation": [_probation(p, subscriptions, start) for p in probation],
+        "subscriptions": [
+            {"id": sid, "name": name, **per_subscription[sid]}
+            for sid, name in subscriptions.items()
+        ],
+        "timeline": {"bucket_minutes": width, "buckets": _timeline(conn, start, end, width)},
+    }
+
+
+def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, Any]:
+    where = "" if subscription_id is None else f" AND d.subscription_id = {int(subscription_id)}"
+    states = dict(
+        conn.execute(
+            f"SELECT state, count(*) FROM deliveries d WHERE 1 = 1{where} GROUP BY state"  # noqa: S608
+        ).fetchall()
+    )
+    histogram: dict[int, dict[str, int]] = {}
+    for attempts, state, count in conn.execute(
+        "SELECT attempts, state, count(*) FROM deliveries d"  # noqa: S608
+        f" WHERE state IN ('delivered', 'dead_lettered'){where} GROUP BY attempts, state"
+    ):
+        histogram.setdefault(attempts, {"delivered": 0, "dead_lettered": 0})[state] = count
+    reasons = dict(
+        conn.execute(
+            "SELECT dead_letter_reason, count(*) FROM deliveries d"  # noqa: S608
+            f" WHERE state = 'dead_lettered'{where} GROUP BY dead_letter_reason"
+            " ORDER BY dead_letter_reason"
+        ).fetchall()
+    )
+    outcomes = dict(
+        conn.execute(
+            "SELECT a.outcome, count(*) FROM delivery_attempts a"  # noqa: S608
+            f" JOIN deliveries d ON d.id = a.delivery_id WHERE 1 = 1{where} GROUP BY a.outcome"
+        ).fetchall()
+    )
+    latencies = [
+        row[0]
+        for row in conn.execute(
+            "SELECT d.finished_at - e.original_event_time FROM deliveries d"  # noqa: S608
+            f" JOIN events e ON e.id = d.event_rowid WHERE d.state = 'delivered'{where}"
+            " ORDER BY 1"
+        )
+    ]
+    delivered, dead = states.get("delivered", 0), states.get("dead_lettered", 0)
+    first_time = histogram.get(1, {}).get("delivered", 0)
+    return {
+        "deliveries": {
+            "total": sum(states.values()),
+            "delivered": delivered,
+            "delivered_first_time": first_time,
+            "retried": sum(
+                c["delivered"] + c["dead_lettered"] for n, c in histogram.items() if n > 1
+            ),
+            "dead_lettered": dead,
+            "pending": sum(v for k, v in states.items() if k not in ("delivered", "dead_lettered")),
+        },
+        "attempts": {
+            "counted": sum(v for k, v in outcomes.items() if k != "skipped"),
+            "skipped": outcomes.get("skipped", 0),
+            "by_outcome": {k: outcomes[k] for k in sorted(outcomes)},
+            "histogram": [
+                {"attempts": n, **histogram[n], "total": sum(histogram[n].values())}
+                for n in sorted(histogram)
+            ],
+        },
+        "dead_letters": {"total": dead, "by_reason": reasons},
+        "latency_seconds": _percentiles(latencies),
+    }
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    """Nearest-rank percentiles of sorted ``values``."""
+    if not values:
+        return {"p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+
+    def rank(p: float) -> float:
+        return _round(values[max(math.ceil(p / 100 * len(values)) - 1, 0)])
+
+    return {
+        "p50": rank(50),
+        "p90": rank(90),
+        "p99": rank(99),
+        "max": _round(values[-1]),
+        "mean": _round(math.fsum(values) / len(values)),
+    }
+
+
+def _alerts(conn: sqlite3.Connection, start: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "at": wire_time(alert.created_at),
+            "minute": _round((alert.created_at - start) / 60.0),
+            "subscription_id": alert.subscription_id,
+            "subscription": alert.subscription_name,
+            "kind": alert.kind,
+            "dead_letters": alert.dead_letters,
+            "subject": alert.subject,
+        }
+        for alert in list_alerts(conn)
+    ]
+
+
+def _probation(
+    period: ProbationPeriod, subscriptions: Mapping[int, str], start: float
+) -> dict[str, Any]:
+    ended = period.ended_at
+    return {
+        "subscription_id": period.subscription_id,
+        "subscription": subscriptions.get(period.subscription_id),
+        "url": period.url,
+        "start": wire_time(period.started_at),
+        "start_minute": _round((period.started_at - start) / 60.0),
+        "end": None if ended is None else wire_time(ended),
+        "end_minute": None if ended is None else _round((ended - start) / 60.0),
+        "minutes": None if ended is None else _round((ended - period.started_at) / 60.0),
+    }
+
+
+def _timeline(
+    conn: sqlite3.Connection, start: float, end: float, width: int
+) -> list[dict[str, Any]]:
+    seconds = width * 60.0
+    count = max(math.ceil((end - start) / seconds), 1)
+    rows = [
+        {"start_minute": i * width, "events": 0, **dict.fromkeys(OUTCOME_KEYS, 0)}
+        for i in range(count)
+    ]
+
+    def add(sql: str, key: str | None = None) -> None:
+        for bucket, name, n in conn.execute(sql, (start, seconds)):
+            column = key or ("delivered" if name == "late_delivered" else name)
+            rows[min(int(bucket), count - 1)][column] += n
+
+    add(
+        "SELECT CAST((original_event_time - ?) / ? AS INTEGER) AS b, '', count(*)"
+        " FROM events GROUP BY b",
+        "events",
+    )
+    add(
+        "SELECT CAST((started_at - ?) / ? AS INTEGER) AS b, outcome, count(*)"
+        " FROM delivery_attempts GROUP BY b, outcome"
+    )
+    add(
+        "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS b, '', count(*) FROM deliveries"
+        " WHERE state = 'dead_lettered' GROUP BY b",
+        "dead_lettered",
+    )
+    return rows
+
+
+def _scalar(conn: sqlite3.Connection, sql: str) -> int:
+    return int(conn.execute(sql).fetchone()[0])
+
+
+def _round(value: float) -> float:
+    return round(value, 3)

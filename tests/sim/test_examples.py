@@ -1,0 +1,68 @@
+"""Every example scenario of docs/examples runs, and shows what its comment promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prefctl.sim.run import simulate
+from prefctl.sim.scenario import load_scenario
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+_REPORTS: dict[str, dict[str, Any]] = {}
+
+
+def _run(name: str) -> dict[str, Any]:
+    """The example's report, simulated once per test session (reports are not mutated)."""
+    if name not in _REPORTS:
+        _REPORTS[name] = simulate(load_scenario(EXAMPLES / f"{name}.toml"))
+    return _REPORTS[name]
+
+
+def test_examples_are_the_three_documented() -> None:
+    assert sorted(p.stem for p in EXAMPLES.glob("*.toml")) == ["outage", "ttl", "two-endpoints"]
+    documented = (EXAMPLES.parent / "simulate.md").read_text()
+    for path in EXAMPLES.glob("*.toml"):
+        assert f"examples/{path.name}" in documented
+
+
+@pytest.mark.parametrize("name", ["outage", "ttl", "two-endpoints"])
+def test_example_runs_until_every_delivery_is_final(name: str) -> None:
+    report = _run(name)
+
+    assert report["deliveries"]["pending"] == 0
+    assert report["deliveries"]["total"] > 0
+    assert report["scenario"]["name"] == name
+
+
+def test_example_outage_recovers_without_dead_letters() -> None:
+    report = _run("outage")
+
+    assert report["dead_letters"]["total"] == 0
+    assert report["attempts"]["by_outcome"]["failed"] > 0
+    assert len(report["probation"]) == 1
+
+
+def test_example_ttl_dead_letters_and_alerts() -> None:
+    report = _run("ttl")
+
+    assert set(report["dead_letters"]["by_reason"]) == {
+        "TimeToLiveExceeded",
+        "MaxDeliveryAttemptsExceeded",
+    }
+    kinds = [alert["kind"] for alert in report["alerts"]]
+    assert kinds[0] == "opened"
+    assert "update" in kinds
+
+
+def test_example_two_endpoints_rejects_and_times_out() -> None:
+    report = _run("two-endpoints")
+
+    crm, legacy = report["subscriptions"]
+    assert crm["dead_letters"]["total"] == 0
+    assert crm["attempts"]["by_outcome"]["late_delivered"] > 0
+    assert set(legacy["dead_letters"]["by_reason"]) == {"BadRequest", "PayloadTooLarge"}
