@@ -12,6 +12,7 @@ verification, the dispatcher, the emulator and alerts. ``SystemClock`` is the re
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -70,8 +71,11 @@ class FakeClock:
         """Move time forward by ``seconds``."""
         if seconds < 0:
             raise ValueError("time does not go back")
-        self._now += timedelta(seconds=seconds)
-        self._monotonic += seconds
+        # Round up to whole microseconds (datetime's resolution): a positive sleep shorter than
+        # one microsecond must still move time, or a loop sleeping until a deadline spins forever.
+        micros = math.ceil(seconds * 1_000_000)
+        self._now += timedelta(microseconds=micros)
+        self._monotonic += micros / 1_000_000
 
     def set(self, when: datetime) -> None:
         """Jump to ``when`` (not earlier than now)."""

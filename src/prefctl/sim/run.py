@@ -151,11 +151,10 @@ def _idle_wake(
 
 
 def _move_clock(clock: FakeClock, now: float, wake: float) -> None:
-    """Move the clock from ``now`` to ``wake`` or just after it. Clock times are datetimes
-    (microseconds) and the engine's deadlines are floats: a deadline between two microseconds
-    must not be missed by rounding down, or the engine would find nothing due and ask to wake
-    at the same moment again."""
-    clock.advance(math.ceil((wake - now) * 1_000_000) / 1_000_000)
+    """Move the clock from ``now`` to ``wake`` or just after it. FakeClock rounds up to whole
+    microseconds; the loop guards against the float rounding of datetime → epoch, so that the
+    engine never finds nothing due and asks to wake at the same moment again."""
+    clock.advance(wake - now)
     while epoch(clock.now()) < wake:
         clock.advance(0.000001)
 
