@@ -98,3 +98,12 @@ def test_endpoint_health_probe_interval_doubles_to_30_minutes_and_200_ends_it() 
     healed = health.record(Outcome.http(200), NOW)
     assert not healed.on_probation
     assert healed.may_attempt(NOW)
+
+
+@pytest.mark.parametrize("status", [400, 413])
+def test_endpoint_health_400_and_413_do_not_count_toward_probation(status: int) -> None:
+    health = EndpointHealth()
+    for _ in range(PROBATION_THRESHOLD * 2):
+        health = health.record(Outcome.http(status), NOW)
+    assert not health.on_probation
+    assert health.consecutive_failures == 0

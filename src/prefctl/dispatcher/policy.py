@@ -13,7 +13,8 @@ all call the same functions with the time and the random source they own.
   The TTL runs from the delivery's EventTime (when the event was queued for the subscription).
 - Probation: after ``PROBATION_THRESHOLD`` consecutive failed attempts to one URL, only one probe
   delivery per interval goes out (1 min, doubling to 30 min); other due deliveries wait without
-  spending an attempt. A 200 ends probation.
+  spending an attempt. A 200 ends probation. A 400 or 413 is a verdict on one message from an
+  endpoint that is up, not a failed attempt: it neither counts toward probation nor ends it.
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ class EndpointHealth:
         """Account for an attempt's outcome (a 200 ends probation)."""
         if outcome.succeeded:
             return EndpointHealth()
+        if outcome.status in (400, 413):
+            return self
         failures = self.consecutive_failures + 1
         if self.on_probation:
             interval = min(self.probe_interval_seconds * 2, PROBE_INTERVAL_MAX_SECONDS)
