@@ -16,15 +16,13 @@ the port, build the app, and, when ``config.config_path`` is set, write profile 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import math
 import os
 import random
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -358,28 +356,7 @@ def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
 
 
 def _make_server(server_config: Any, on_started: Callable[[], None]) -> Any:
-    import uvicorn
+    from prefctl.servers import quiet_server
 
-    class EmulatorServer(uvicorn.Server):  # type: ignore[misc]
-        """uvicorn's server, told when it listens, and ending on a signal without re-raising it:
-        SIGTERM and Ctrl-C are the normal way to stop the emulator, and it exits 0."""
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                on_started()
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            handled = (signal.SIGINT, signal.SIGTERM)
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-
-    return EmulatorServer(server_config)
+    # SIGTERM and Ctrl-C are the normal way to stop the emulator, and it exits 0.
+    return quiet_server(server_config, on_started)

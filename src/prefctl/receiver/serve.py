@@ -20,12 +20,11 @@ import asyncio
 import contextlib
 import gc
 import queue
-import signal
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,37 +112,14 @@ class _Server:
     """A uvicorn server that reports start-up and turns signals into a normal stop."""
 
     def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
-        import uvicorn
-
-        outer = self
-
-        class Server(uvicorn.Server):
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets=sockets)
-                if self.started:
-                    on_started()
-
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                # Like uvicorn's, but without re-raising the signal afterwards: serve() returns
-                # normally and its caller decides the exit code.
-                if threading.current_thread() is not threading.main_thread():
-                    yield
-                    return
-                handled = (signal.SIGINT, signal.SIGTERM)
-                original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-                try:
-                    yield
-                finally:
-                    for sig, handler in original.items():
-                        signal.signal(sig, handler)
-
-            def handle_exit(self, sig: int, frame: Any) -> None:
-                outer.signalled = True
-                super().handle_exit(sig, frame)
+        from prefctl.servers import quiet_server
 
         self.signalled = False
-        self.server = Server(config)
+        # serve() returns normally after a signal; its caller decides the exit code.
+        self.server = quiet_server(config, on_started, on_signal=self._signalled)
+
+    def _signalled(self) -> None:
+        self.signalled = True
 
 
 class _Receiver:

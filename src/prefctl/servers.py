@@ -1,0 +1,57 @@
+"""The uvicorn server shared by the emulator and the receiver.
+
+uvicorn's own ``Server`` re-raises SIGINT/SIGTERM after a graceful shutdown and says nothing when
+it starts listening. Both of prefctl's servers need the opposite: a signal is the normal way to
+stop (the command exits 0), and tests, ``--detach`` and ``prefctl demo`` wait on start-up instead
+of sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import uvicorn
+
+
+def quiet_server(
+    config: uvicorn.Config,
+    on_started: Callable[[], None],
+    on_signal: Callable[[], None] | None = None,
+) -> uvicorn.Server:
+    """A uvicorn server that calls ``on_started`` once it listens and, on SIGINT or SIGTERM,
+    calls ``on_signal`` and stops gracefully without re-raising the signal. Signals are only
+    handled when it runs on the main thread (a server in a test thread is stopped directly)."""
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):  # type: ignore[misc]
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                on_started()
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if on_signal is not None:
+                on_signal()
+            super().handle_exit(sig, frame)
+
+    server: uvicorn.Server = QuietServer(config)
+    return server
