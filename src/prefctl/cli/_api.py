@@ -19,6 +19,15 @@ if TYPE_CHECKING:
     from prefctl.cli._context import State
 
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+CursorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
+    ),
+]
+AllPagesOption = Annotated[
+    bool, typer.Option("--all", help="Follow the cursors and list every match.")
+]
 WaitTimeoutOption = Annotated[
     float,
     typer.Option(

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from prefctl.cli._api import YesOption, api_client
+from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client
 from prefctl.cli._context import get_state
 
 __all__ = ["list_events", "trigger_event"]
@@ -59,15 +59,8 @@ def list_events(
             show_default=False,
         ),
     ] = None,
-    cursor: Annotated[
-        str | None,
-        typer.Option(
-            "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
-        ),
-    ] = None,
-    all_pages: Annotated[
-        bool, typer.Option("--all", help="Follow the cursors and list every match.")
-    ] = False,
+    cursor: CursorOption = None,
+    all_pages: AllPagesOption = False,
 ) -> None:
     """List stored events (the last 15 days), oldest first, by OriginalEventTime.
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prefctl.cli._api import YesOption, api_client, read_object
+from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client, read_object
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.cli.profiles_import import import_profiles
@@ -112,15 +112,8 @@ def search(
             show_default=False,
         ),
     ] = None,
-    cursor: Annotated[
-        str | None,
-        typer.Option(
-            "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
-        ),
-    ] = None,
-    all_pages: Annotated[
-        bool, typer.Option("--all", help="Follow the cursors and list every match.")
-    ] = False,
+    cursor: CursorOption = None,
+    all_pages: AllPagesOption = False,
 ) -> None:
     """Find profiles by email, phone or alternate id (all given criteria must match).
 
