@@ -33,6 +33,7 @@ import asyncio
 import logging
 import random
 import sqlite3
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -308,6 +309,8 @@ class HandshakeRunner:
         self.timings = timings or HandshakeTimings()
         self._client = client
         self._user_agent = user_agent
+        # Clients presenting an account's mTLS certificate, by account, with the settings' stamp.
+        self._tls_clients: dict[str, tuple[float, httpx.AsyncClient]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -333,6 +336,9 @@ class HandshakeRunner:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._tasks.clear()
+            for _stamp, tls_client in self._tls_clients.values():
+                await tls_client.aclose()
+            self._tls_clients.clear()
             if own_client:
                 await client.aclose()
                 self._client = None
@@ -387,7 +393,7 @@ class HandshakeRunner:
         if begun is None:
             return
         for attempt in range(1, timings.max_attempts + 1):
-            reply = await self._post(begun.url, begun.handshake)
+            reply = await self._post(account, begun.url, begun.handshake)
             step = next_step(reply, attempt, timings.max_attempts)
             log.info(
                 "subscription %s: handshake attempt %d: %s", subscription_id, attempt, reply.message
@@ -420,17 +426,42 @@ class HandshakeRunner:
         ):
             log.info("subscription %s: manual validation window ended unused", subscription_id)
 
-    async def _post(self, url: str, handshake: Handshake) -> AttemptReply:
+    async def _client_for(self, account: str) -> httpx.AsyncClient:
+        """The client for ``account``: one presenting its mTLS certificate when the support team
+        installed one (spec "mTLS for webhooks": including the handshake), else the shared one."""
+        import httpx
+
+        from prefctl.dispatcher.tls import ssl_context
+        from prefctl.store.dispatcher_state import get_tls
+
+        assert self._client is not None, "HandshakeRunner.running() is not active"
+        row = await self._in_store(get_tls, account)
+        if row is None:
+            return self._client
+        cached = self._tls_clients.get(account)
+        if cached is not None and cached[0] == row.updated_at:
+            return cached[1]
+        client = httpx.AsyncClient(
+            verify=ssl_context(row), follow_redirects=False, timeout=self.timings.response_timeout
+        )
+        self._tls_clients[account] = (row.updated_at, client)
+        if cached is not None:
+            await cached[1].aclose()
+        return client
+
+    async def _post(self, account: str, url: str, handshake: Handshake) -> AttemptReply:
         """POST the handshake once; wait at most the response timeout for the whole answer."""
         import httpx
 
-        assert self._client is not None, "HandshakeRunner.running() is not active"
         timeout = self.timings.response_timeout
         try:
+            client = await self._client_for(account)
             async with asyncio.timeout(timeout):
-                status, body = await self._exchange(url, handshake)
+                status, body = await self._exchange(client, url, handshake)
         except (TimeoutError, httpx.TimeoutException):
             return AttemptReply(None, f"no answer within {timeout:g} s")
+        except ssl.SSLError as exc:  # the installed mTLS certificate or CA cannot be loaded
+            return AttemptReply(None, f"the account's TLS settings cannot be used ({exc})")
         except httpx.InvalidURL as exc:  # not an HTTPError: the Url cannot even be sent
             return AttemptReply(None, f"the Url cannot be requested ({exc})")
         except httpx.HTTPError as exc:
@@ -439,15 +470,16 @@ class HandshakeRunner:
         verdict = classify_reply(status, body, handshake.code)
         return AttemptReply(verdict.outcome, verdict.message)
 
-    async def _exchange(self, url: str, handshake: Handshake) -> tuple[int, bytes]:
+    async def _exchange(
+        self, client: httpx.AsyncClient, url: str, handshake: Handshake
+    ) -> tuple[int, bytes]:
         import orjson
 
-        assert self._client is not None
         headers = {"Content-Type": "application/json", "User-Agent": self._user_agent}
-        request = self._client.build_request(
+        request = client.build_request(
             "POST", url, content=orjson.dumps(handshake.message), headers=headers
         )
-        response = await self._client.send(request, stream=True)
+        response = await client.send(request, stream=True)
         try:
             body = bytearray()
             async for chunk in response.aiter_bytes():

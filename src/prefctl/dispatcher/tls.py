@@ -16,6 +16,7 @@ PKI). The engine picks a change up at its next cycle.
 from __future__ import annotations
 
 import sqlite3
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from prefctl.store.accounts import list_accounts
 from prefctl.store.db import transaction
 from prefctl.store.dispatcher_state import TlsRow, clear_tls, get_tls, put_tls
 
-__all__ = ["clear", "describe", "install", "resolve_account", "show"]
+__all__ = ["clear", "describe", "install", "resolve_account", "show", "ssl_context"]
 
 
 def resolve_account(conn: sqlite3.Connection, account: str | None) -> str:
@@ -155,3 +156,27 @@ def _ca_bundle(path: Path) -> str:
     from cryptography.hazmat.primitives import serialization
 
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii") for c in certificates)
+
+
+def ssl_context(row: TlsRow) -> ssl.SSLContext:
+    """A verifying client context presenting the account's certificate and trusting its extra CA,
+    for HTTP clients other than the engine's libcurl transport (the validation handshake)."""
+    import os
+    import tempfile
+
+    from prefctl.auth.tls import ssl_context as verifying_context
+
+    context = verifying_context(None)
+    if row.ca_pem:
+        context.load_verify_locations(cadata=row.ca_pem)
+    if row.client_cert_pem and row.client_key_pem:
+        register_secret(row.client_key_pem)
+        # load_cert_chain reads files only: a private file that lives just long enough.
+        fd, name = tempfile.mkstemp(prefix="prefctl-mtls-", suffix=".pem")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(row.client_cert_pem + "\n" + row.client_key_pem)
+            context.load_cert_chain(name)
+        finally:
+            os.unlink(name)
+    return context
