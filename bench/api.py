@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from _common import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "api_patch.lua"
@@ -62,12 +63,6 @@ class Result:
     events_per_patch: float
     deliveries_per_patch: float
     server_cpu_ms_per_patch: float
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def prepare_store(data_dir: Path) -> dict[str, str]:

@@ -29,16 +29,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from _common import free_port, start_nginx, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -67,31 +67,11 @@ class Result:
     checks: dict[str, Any] = field(default_factory=dict)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def rss_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024.0
     return 0.0
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited early with code {process.returncode}: {url}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server at {url} did not become healthy within {timeout:g} s")
 
 
 def make_store(path: Path, url: str, events: int) -> None:
@@ -210,36 +190,6 @@ def measure(target: str, store: Path, events: int) -> Result:
         rss_end_mib=round(rss_end, 1),
         load_average=round(os.getloadavg()[0], 2),
         checks={"states": states, "failed": totals.failed, "timed_out": totals.timed_out},
-    )
-
-
-def start_nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
-    prefix = tmp / "nginx"
-    prefix.mkdir()
-    conf = prefix / "nginx.conf"
-    conf.write_text(
-        f"""daemon off;
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy;
-  fastcgi_temp_path {prefix}/fastcgi;
-  uwsgi_temp_path {prefix}/uwsgi;
-  scgi_temp_path {prefix}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{ return 200; }}
-  }}
-}}
-"""
-    )
-    return subprocess.Popen(
-        ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
     )
 
 

@@ -35,11 +35,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from _common import free_port, start_nginx, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "receiver_sign.lua"
@@ -63,28 +63,6 @@ class Result:
     errors: int
     rss_mib: float | None
     cpu_us_per_request: float | None
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited early with code {process.returncode}: {url}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server at {url} did not become healthy within {timeout:g} s")
 
 
 def rss_mib(pid: int) -> float | None:
@@ -201,35 +179,6 @@ def measure(name: str, url: str, pid: int, tmp: Path, connections: int, duration
         errors=errors,
         rss_mib=None if name == "nginx" else rss_mib(pid),
         cpu_us_per_request=round(cpu / max(stats["requests"], 1) * 1e6, 1),
-    )
-
-
-def start_nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
-    prefix = tmp / "nginx"
-    prefix.mkdir()
-    conf = prefix / "nginx.conf"
-    conf.write_text(
-        f"""daemon off;
-worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy;
-  fastcgi_temp_path {prefix}/fastcgi;
-  uwsgi_temp_path {prefix}/uwsgi;
-  scgi_temp_path {prefix}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{ return 200; }}
-  }}
-}}
-"""
-    )
-    return subprocess.Popen(
-        ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
     )
 
 
