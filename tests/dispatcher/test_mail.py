@@ -345,3 +345,32 @@ def test_monitor_alert_by_smtp_is_recorded_with_its_message_id(
     assert received["message"]["X-Prefctl-Alert-Id"] == str(alert.id)
     assert not (tmp_path / MBOX_FILE).exists()
     conn.close()
+
+
+def test_mbox_writers_and_readers_in_threads_of_one_process_never_collide(tmp_path: Path) -> None:
+    import threading
+    from email.message import EmailMessage
+
+    from prefctl.dispatcher.mail import MboxSink, read_mbox
+
+    sink = MboxSink(tmp_path / "alerts.mbox")
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(10):
+                message = EmailMessage()
+                message["Subject"] = f"alert {n}.{i}"
+                message.set_content("body")
+                sink.deliver(message)
+                read_mbox(sink.path)
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert len(read_mbox(sink.path)) == 40

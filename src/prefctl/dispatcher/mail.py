@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -254,26 +255,33 @@ def read_mbox(path: Path) -> list[EmailMessage]:
         raise PrefctlError(f"cannot read {path}: {exc}") from None
 
 
+# mailbox's dot-lock names its temporary file after the time in seconds, the host and the pid:
+# two threads of one process (the alert sender and a reader such as `prefctl demo`) locking in
+# the same second collide on that name with FileExistsError. Threads take turns here first.
+_THREADS = threading.Lock()
+
+
 @contextmanager
 def _locked_mbox(path: Path) -> Iterator[mailbox.mbox]:
     """The mbox at ``path``, locked. The lock does not wait by itself: a writer and a reader
     may meet, so it is retried for a bounded time."""
     import mailbox
 
-    box = mailbox.mbox(path, create=False)
-    try:
-        deadline = time.monotonic() + MBOX_LOCK_TIMEOUT_SECONDS
-        while True:
-            try:
-                box.lock()
-                break
-            except mailbox.ExternalClashError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+    with _THREADS:
+        box = mailbox.mbox(path, create=False)
         try:
-            yield box
+            deadline = time.monotonic() + MBOX_LOCK_TIMEOUT_SECONDS
+            while True:
+                try:
+                    box.lock()
+                    break
+                except mailbox.ExternalClashError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            try:
+                yield box
+            finally:
+                box.unlock()
         finally:
-            box.unlock()
-    finally:
-        box.close()
+            box.close()
