@@ -167,11 +167,12 @@ def format_line(verdict: Verdict) -> str:
     parts = [time, f"{status:>3}", f"{verdict.event_type or '-':<28}"]
     if verdict.kind == Kind.HANDSHAKE:
         parts.append(f"subscription={verdict.subscription_id}")
-    else:
+    elif verdict.profile_id is not None:
         parts.append(f"profile={verdict.profile_id}")
     if verdict.event_id:
         parts.append(f"event={_short(verdict.event_id, 9)}")
-    if verdict.kind != Kind.HANDSHAKE or verdict.signature != SignatureResult.NOT_REQUIRED:
+    # A refused body that was never read (413, 415, malformed) has no signature verdict to show.
+    if verdict.signature != SignatureResult.NOT_REQUIRED:
         parts.append(f"sig={verdict.signature}")
     if verdict.duplicate:
         parts.append("DUPLICATE")
