@@ -13,6 +13,7 @@ verification, the dispatcher, the emulator and alerts. ``SystemClock`` is the re
 from __future__ import annotations
 
 import math
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -93,3 +94,27 @@ def utc_timestamp(moment: datetime) -> str:
     """RFC 3339 UTC with milliseconds, the wire format: ``2026-11-21T19:20:30.123Z``."""
     moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_moment(text: str, *, now: datetime, flag: str) -> datetime:
+    """A ``--since``/``--until`` value: an RFC 3339 time with a zone (``2026-11-21T19:20:30Z``),
+    or an age such as ``90s``, ``15m``, ``2h``, ``3d`` before ``now``; UsageError otherwise."""
+    from prefctl.errors import UsageError
+
+    age = _AGE.match(text)
+    if age:
+        return now - timedelta(seconds=float(age.group(1)) * _AGE_UNITS[age.group(2)])
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise UsageError(
+            f"{flag} '{text}' is neither an RFC 3339 time with a zone nor an age",
+            hint="e.g. 2026-11-21T19:20:30Z, or 90s, 15m, 2h, 3d",
+        )
+    return moment

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from prefctl.api.events import parse_moment
 from prefctl.api.imports import chunks, parse_records
+from prefctl.clock import parse_moment
 from prefctl.errors import UsageError
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -1,26 +1,20 @@
 """The event history over the REST API (DESIGN §7.2): ``GET /events``, 15 days, paged.
 
-``parse_moment`` reads the CLI's ``--since``/``--until``: an RFC 3339 time
-(``2026-11-21T19:20:30Z``) or an age such as ``90s``, ``15m``, ``2h``, ``3d`` (that long before
-``now``). Times go to the service as RFC 3339 UTC with milliseconds.
+Times go to the service as RFC 3339 UTC with milliseconds (the CLI's ``--since``/``--until`` are
+read by ``clock.parse_moment``).
 
     >>> page = EventsApi(client).list(EventQuery(profile_id=1001, event_type="tag.added"))
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prefctl.api.client import ApiClient, Page, Resource, all_items, as_page
-from prefctl.errors import UsageError
 
-__all__ = ["EventQuery", "EventsApi", "parse_moment"]
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+__all__ = ["EventQuery", "EventsApi"]
 
 
 @dataclass(frozen=True)
@@ -43,23 +37,6 @@ class EventQuery:
             "startAt": None if self.start_at is None else format_timestamp(self.start_at),
             "endAt": None if self.end_at is None else format_timestamp(self.end_at),
         }
-
-
-def parse_moment(text: str, *, now: datetime, flag: str) -> datetime:
-    """An RFC 3339 time with a zone, or an age (``15m``) before ``now``; UsageError otherwise."""
-    age = _AGE.match(text)
-    if age:
-        return now - timedelta(seconds=float(age.group(1)) * _UNITS[age.group(2)])
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise UsageError(
-            f"{flag} '{text}' is neither an RFC 3339 time with a zone nor an age",
-            hint="e.g. 2026-11-21T19:20:30Z, or 90s, 15m, 2h, 3d",
-        )
-    return moment
 
 
 class EventsApi:

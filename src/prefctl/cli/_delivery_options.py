@@ -72,7 +72,7 @@ def moment(text: str | None, flag: str) -> float | None:
     """A ``--since``/``--until`` value as Unix seconds (None when not given)."""
     if text is None:
         return None
-    from prefctl.api.events import parse_moment
+    from prefctl.clock import parse_moment
 
     return parse_moment(text, now=datetime.now(UTC), flag=flag).timestamp()
 

@@ -67,9 +67,9 @@ def list_events(
     One page is listed unless --all is given; the next page's cursor is shown on stderr.
     With -o json each event is printed as the API returns it.
     """
-    from prefctl.api.events import EventQuery, EventsApi, parse_moment
+    from prefctl.api.events import EventQuery, EventsApi
     from prefctl.api.subscriptions import SubscriptionsApi
-    from prefctl.clock import SystemClock
+    from prefctl.clock import SystemClock, parse_moment
 
     state = get_state()
     now = SystemClock().now()

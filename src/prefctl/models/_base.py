@@ -33,11 +33,12 @@ import functools
 import operator
 import types
 import typing
-from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, PlainSerializer
 from pydantic.alias_generators import to_pascal
+
+from prefctl.clock import utc_timestamp
 
 __all__ = [
     "StrictWireModel",
@@ -70,10 +71,8 @@ class StrictWireModel(WireModel):
     model_config = ConfigDict(validate_by_name=False, extra="forbid")
 
 
-def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with milliseconds and a ``Z``: ``2026-11-21T19:20:30.123Z``."""
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+# RFC 3339 in UTC with milliseconds and a ``Z``: ``2026-11-21T19:20:30.123Z``.
+format_timestamp = utc_timestamp
 
 
 # An aware datetime that travels as RFC 3339 UTC with milliseconds (the service's time format).
