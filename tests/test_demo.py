@@ -73,7 +73,8 @@ def test_run_demo_with_defaults_meets_every_expected_outcome(demo: DemoRun) -> N
 
 def test_run_demo_finishes_well_under_a_minute(demo: DemoRun) -> None:
     assert demo.seconds < 60
-    assert 0 < demo.report.wall_seconds <= demo.seconds
+    # The report rounds its wall time to 10 ms; the outside measurement is not rounded.
+    assert 0 < demo.report.wall_seconds <= demo.seconds + 0.005
 
 
 def test_run_demo_delivers_retries_and_dead_letters_what_the_story_says(demo: DemoRun) -> None:
