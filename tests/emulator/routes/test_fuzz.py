@@ -11,6 +11,8 @@ non-Schemathesis tests.)
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import requests
 import schemathesis
@@ -41,6 +43,57 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
+
+
+# What the warm-up below does not reach; found by diffing sys.modules after a run.
+LOADED_WHILE_TESTING = (
+    "hypothesis.strategies._internal.flatmapped",
+    "hypothesis.strategies._internal.random",
+    "hypothesis.strategies._internal.regex",
+    "schemathesis.generation.body_overrides",
+    "schemathesis.generation.dictionaries",
+    "schemathesis.transport.asgi",
+    "schemathesis.transport.requests",
+    "schemathesis.transport.wsgi",
+    "schemathesis.wfc.escalation",
+)
+
+
+def _import_schemathesis_now() -> None:
+    """Load, at collection, the modules Schemathesis imports lazily while it loads and generates.
+
+    Schemathesis is a pytest plugin, so pytest rewrites its modules on import with ``ast.parse``;
+    CPython 3.11.7 keeps the AST recursion counter per interpreter, and a parse in another thread
+    (servers of other tests run in threads) then fails with "AST constructor recursion depth
+    mismatch" (python/cpython#106905). Importing here, before any test starts a thread, avoids it.
+    """
+    spec = {
+        "openapi": "3.0.3",
+        "info": {"title": "warm-up", "version": "1"},
+        "paths": {
+            "/items/{id}": {
+                "patch": {
+                    "parameters": [
+                        {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+    }
+    for result in schemathesis.openapi.from_dict(spec).get_all_operations():
+        for mode in GenerationMode.POSITIVE, GenerationMode.NEGATIVE:
+            operation = result.ok()
+            operation.as_strategy(mode)
+    for name in LOADED_WHILE_TESTING:
+        importlib.import_module(name)
+
+
+_import_schemathesis_now()
 
 
 def _schema(emulator: RunningEmulator) -> BaseSchema:
