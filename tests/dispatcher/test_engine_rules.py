@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.transport import Reply, Request
-from prefctl.webhooks.signature import parse_header, verify
+from prefctl.webhooks.signature import SigningCredentials, parse_header, verify
 from tests.dispatcher.engine_helpers import (
     CREDENTIALS,
     T0,
@@ -246,6 +246,33 @@ def test_engine_settings_change_applies_at_the_next_cycle(conn: sqlite3.Connecti
     assert rig.cycle().sent == 50
     set_settings(conn, MaxConcurrentRequests=120)
     assert rig.advance(1).sent == 120
+    rig.close()
+
+
+def test_engine_sees_changes_written_by_another_process_at_the_next_cycle(
+    conn: sqlite3.Connection, tmp_path: Path
+) -> None:
+    # `prefctl settings set` and a Hashkey rotation come from other processes: other connections.
+    queue_events(conn, subscribe(conn, URL), 200)
+    set_settings(conn, MaxConcurrentRequests=50)
+    rig = Rig(conn)
+    assert rig.cycle().sent == 50
+    other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    try:
+        other.execute(
+            "INSERT INTO webhook_settings (service_client_id, name, value)"
+            " VALUES ('DEMO_CORP', 'MaxConcurrentRequests', 70)"
+            " ON CONFLICT DO UPDATE SET value = excluded.value"
+        )
+        other.execute(
+            "UPDATE accounts SET hashkey = 'rotated' WHERE service_client_id = 'DEMO_CORP'"
+        )
+    finally:
+        other.close()
+    assert rig.advance(1).sent == 70
+    rotated = SigningCredentials(CREDENTIALS.client_id, CREDENTIALS.signature_user_id, "rotated")
+    last = rig.transport.sent[-1].signature
+    verify(last, rotated, now=parse_header_time(last))  # type: ignore[arg-type]
     rig.close()
 
 

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher import policy
+from prefctl.dispatcher.config_cache import ConfigCache
 from prefctl.dispatcher.inflight import InFlight, Item, result
 from prefctl.dispatcher.leases import LeaseOwner, lease_seconds, release_dead_owners
 from prefctl.dispatcher.observer import CycleResults, DeadLetter, EngineObserver, Recorded
@@ -51,7 +52,7 @@ from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
 from prefctl.errors import NotFoundError
 from prefctl.logs import register_secret
 from prefctl.store import dispatcher_state
-from prefctl.store.accounts import Account, get_account, list_accounts
+from prefctl.store.accounts import Account, get_account
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import (
     Attempt,
@@ -61,7 +62,6 @@ from prefctl.store.deliveries import (
     release_claims,
 )
 from prefctl.store.delivery_history import get_delivery
-from prefctl.store.settings import get_settings
 from prefctl.store.timestamps import epoch, wire_time
 from prefctl.webhooks.signature import SigningCredentials, Verifier, format_header
 
@@ -136,6 +136,7 @@ class Engine:
         self._owner: LeaseOwner | None = None
         self._inflight: InFlight | None = None
         self._accounts: dict[str, _Account] = {}
+        self._config = ConfigCache(conn, account)
         self._carried: list[Item] = []  # results known before their cycle's batch
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -208,11 +209,8 @@ class Engine:
         return CycleReport(now, accounts, claimed, sent, recorded)
 
     def _due_accounts(self, now: float) -> list[tuple[Account, _Account]]:
-        if self.account is not None:
-            found = get_account(self.conn, self.account)
-            rows = [] if found is None else [found]
-        else:
-            rows = list_accounts(self.conn)
+        self._config.refresh()  # what changed in the store takes effect from this cycle
+        rows = self._config.accounts()
         names = {row.service_client_id for row in rows}
         for gone in [name for name in self._accounts if name not in names]:
             del self._accounts[gone]
@@ -228,7 +226,7 @@ class Engine:
         assert self._inflight is not None
         inflight = self._inflight
         name = row.service_client_id
-        settings = get_settings(self.conn, name)
+        settings = self._config.settings(name)
         duration = settings["Duration"]
         # Cycles keep their cadence (a wake-up a little late does not push the next ones back);
         # after a cycle that overran its Duration, the next starts at once and counts from there.
@@ -316,7 +314,7 @@ class Engine:
             account.credentials = credentials
             account.verifier = Verifier(credentials)
             account.timestamp = ""
-        tls = dispatcher_state.get_tls(self.conn, row.service_client_id)
+        tls = self._config.tls(row.service_client_id)
         stamp = None if tls is None else tls.updated_at
         if stamp != account.tls_stamp:
             account.tls_stamp = stamp

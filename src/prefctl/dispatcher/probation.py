@@ -111,8 +111,10 @@ class Probation:
                     None if health.next_probe_at is None else self.rules.real(health.next_probe_at),
                 )
             )
-        dispatcher_state.save_health(conn, rows, now=now)
-        dispatcher_state.delete_health(conn, gone)
+        if rows:
+            dispatcher_state.save_health(conn, rows, now=now)
+        if gone:
+            dispatcher_state.delete_health(conn, gone)
         for (account, url), slot in self._ended.items():
             if (account, url) not in self._health:
                 dispatcher_state.release_waiting(conn, account, url, slot=slot, now=now)

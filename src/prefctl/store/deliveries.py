@@ -236,12 +236,19 @@ def claim_due(
     """
     lease_until = now + lease_seconds
     with _atomic(conn):
-        conn.execute(
-            "UPDATE deliveries INDEXED BY deliveries_leases"
-            " SET state = 'queued', lease_owner = NULL, lease_until = NULL"
-            " WHERE state = 'in_flight' AND lease_until <= ?",
+        # A write statement costs several reads: look before taking back (expiries are rare).
+        expired = conn.execute(
+            "SELECT 1 FROM deliveries INDEXED BY deliveries_leases"
+            " WHERE state = 'in_flight' AND lease_until <= ? LIMIT 1",
             (now,),
-        )
+        ).fetchone()
+        if expired is not None:
+            conn.execute(
+                "UPDATE deliveries INDEXED BY deliveries_leases"
+                " SET state = 'queued', lease_owner = NULL, lease_until = NULL"
+                " WHERE state = 'in_flight' AND lease_until <= ?",
+                (now,),
+            )
         cursor = conn.cursor()
         cursor.row_factory = None  # plain tuples: the hot path skips sqlite3.Row
         rows: list[_ClaimRow]
@@ -314,16 +321,19 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
                 counted.append((*fields, a.error, reason, finished, r.delivery_id))
             else:
                 uncounted.append((r.state, r.attempts, next_at, reason, finished, r.delivery_id))
-        conn.executemany(_RECORD_COUNTED, counted)
-        conn.executemany(_RECORD_UNCOUNTED, uncounted)
-        conn.executemany(
-            _RECORD_ATTEMPT,
-            [
-                _attempt_row(r.delivery_id, a)
-                for r in results
-                if (a := r.attempt) is not None and r.delivery_id in current
-            ],
-        )
+        attempts = [
+            _attempt_row(r.delivery_id, a)
+            for r in results
+            if (a := r.attempt) is not None and r.delivery_id in current
+        ]
+        # An executemany costs a statement step even with no rows; a batch rarely has all three.
+        for sql, rows in (
+            (_RECORD_COUNTED, counted),
+            (_RECORD_UNCOUNTED, uncounted),
+            (_RECORD_ATTEMPT, attempts),
+        ):
+            if rows:
+                conn.executemany(sql, rows)
     applied_ids = {r.delivery_id for r in applied}
     return RecordOutcome(
         [i for i in ids if i in applied_ids], [i for i in ids if i not in applied_ids]

@@ -20,6 +20,7 @@ __all__ = [
     "HealthRow",
     "TlsRow",
     "clear_tls",
+    "config_version",
     "delete_health",
     "due_exists",
     "get_tls",
@@ -139,6 +140,12 @@ def lease_owners(conn: sqlite3.Connection) -> list[str]:
         " WHERE state = 'in_flight' AND lease_until IS NOT NULL"
     )
     return [row[0] for row in rows]
+
+
+def config_version(conn: sqlite3.Connection) -> int:
+    """A number that changes whenever an account, a webhook setting or a delivery TLS row does
+    (triggers of migration 0005): what the dispatcher reads each cycle before re-reading them."""
+    return int(conn.execute("SELECT version FROM dispatcher_config_version").fetchone()[0])
 
 
 def get_tls(conn: sqlite3.Connection, account: str) -> TlsRow | None:

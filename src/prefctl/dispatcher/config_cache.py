@@ -1,0 +1,64 @@
+"""The accounts, webhook settings and TLS identities the engine needs at every cycle.
+
+The engine must see a ``settings set`` (or a new account, a new Hashkey, ``dispatcher tls set``) at
+its next cycle, from whatever process wrote it. Reading the three tables each cycle costs more than
+a busy cycle's own work in the simulator, so ``ConfigCache`` reads one counter per cycle
+(``dispatcher_state.config_version``, bumped by triggers on every change to those tables) and the
+rows only after it moved.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from prefctl.store import dispatcher_state
+from prefctl.store.accounts import Account, get_account, list_accounts
+from prefctl.store.dispatcher_state import TlsRow
+from prefctl.store.settings import get_settings
+
+__all__ = ["ConfigCache"]
+
+
+class ConfigCache:
+    """Store reads of one engine (of every account, or of ``account``), valid for a cycle.
+
+    ``refresh`` at the start of each cycle drops what changed in the store since the last one; the
+    settings returned are shared: read them, do not change them.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, account: str | None = None) -> None:
+        self.conn = conn
+        self.account = account
+        self._version: int | None = None
+        self._accounts: list[Account] | None = None
+        self._settings: dict[str, dict[str, int]] = {}
+        self._tls: dict[str, TlsRow | None] = {}
+
+    def refresh(self) -> None:
+        version = dispatcher_state.config_version(self.conn)
+        if version != self._version:
+            self._version = version
+            self._accounts = None
+            self._settings.clear()
+            self._tls.clear()
+
+    def accounts(self) -> list[Account]:
+        """The accounts to deliver for: every account, or the engine's one if it exists."""
+        if self._accounts is None:
+            if self.account is None:
+                self._accounts = list_accounts(self.conn)
+            else:
+                found = get_account(self.conn, self.account)
+                self._accounts = [] if found is None else [found]
+        return self._accounts
+
+    def settings(self, account: str) -> dict[str, int]:
+        found = self._settings.get(account)
+        if found is None:
+            found = self._settings[account] = get_settings(self.conn, account)
+        return found
+
+    def tls(self, account: str) -> TlsRow | None:
+        if account not in self._tls:
+            self._tls[account] = dispatcher_state.get_tls(self.conn, account)
+        return self._tls[account]
