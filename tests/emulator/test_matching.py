@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from prefctl.emulator.changes import ChangeEvent
-from prefctl.emulator.matching import matches, selection_matches
+from prefctl.emulator.matching import matches, selection_matches, selector_for
 from prefctl.models._base import dump_wire
 from prefctl.models.subscription import EventSelection
 from prefctl.webhooks import catalog
@@ -121,3 +124,30 @@ def test_selector_matches_exactly_like_matches() -> None:
     selector = Selector(selections)
     assert [selector.matches(e) for e in events] == [matches(selections, e) for e in events]
     assert [selector.matches(e) for e in events] == [True, False, True, False]
+
+
+def test_selector_agrees_with_matches_for_every_catalog_type_and_filter_shape() -> None:
+    # Selector answers unfiltered selections from a set; it must say what matches() says.
+    values = ("Weekly", "Other")
+    for event_type in catalog.EVENT_TYPES:
+        entity = catalog.entity_of(event_type)
+        key = catalog.filter_key(entity)
+        shapes: list[list[dict[str, Any]]] = [
+            [{"Entity": entity, "EventType": event_type}],
+            [{"EventType": event_type}],
+            [{"Entity": "Profile" if entity != "Profile" else "Tags", "EventType": event_type}],
+            [{"Entity": entity, "EventType": "profile.created"}],
+        ]
+        if key is not None:
+            shapes += [
+                [{"Entity": entity, "EventType": event_type, key.name: ["Weekly"]}],
+                [{"Entity": entity, "EventType": event_type, key.name: [key.wildcard]}],
+                [
+                    {"Entity": entity, "EventType": event_type, key.name: ["Nope"]},
+                    {"Entity": entity, "EventType": event_type, key.name: ["Other"]},
+                ],
+            ]
+        for selections in shapes:
+            selector = selector_for(json.dumps(selections))
+            for event in (_event(event_type), *(_event(event_type, v) for v in values)):
+                assert selector.matches(event) == matches(selections, event), (selections, event)

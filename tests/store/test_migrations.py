@@ -47,3 +47,16 @@ def test_open_store_uses_wal_and_transaction_rolls_back(tmp_path: Path) -> None:
             conn.execute("INSERT INTO t VALUES (1)")
             raise RuntimeError("boom")
         assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_transaction_inside_transaction_rolls_back_only_its_own_block(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s.db") as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        with transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            with pytest.raises(RuntimeError), transaction(conn):
+                conn.execute("INSERT INTO t VALUES (2)")
+                raise RuntimeError("boom")
+            with transaction(conn):
+                conn.execute("INSERT INTO t VALUES (3)")
+        assert [row[0] for row in conn.execute("SELECT x FROM t ORDER BY x")] == [1, 3]

@@ -212,3 +212,25 @@ def test_delete_profile_is_hard_and_removes_search_keys(conn: sqlite3.Connection
     assert conn.execute("SELECT count(*) FROM profile_emails").fetchone()[0] == 0
     with transaction(conn):
         assert profiles.next_profile_id(conn, ACCOUNT) == profile_id + 1  # ids are not reused
+
+
+def test_save_profile_with_previous_refreshes_changed_search_keys_only(
+    conn: sqlite3.Connection,
+) -> None:
+    profile_id = _add(conn, {"Emails": [{"Address": "ann@example.com"}]})
+    old = profiles.get_profile(conn, ACCOUNT, profile_id)
+    assert old is not None
+    renamed = {**old, "CustomerName": {"FirstName": "Bo"}}
+    moved = {**old, "Emails": [{"Address": "bo@example.com"}]}
+    with transaction(conn):
+        profiles.save_profile(conn, ACCOUNT, renamed, now=NOW.timestamp(), previous=old)
+    assert _found(conn, "ann@example.com") == [profile_id]
+    with transaction(conn):
+        profiles.save_profile(conn, ACCOUNT, moved, now=NOW.timestamp(), previous=renamed)
+    assert _found(conn, "ann@example.com") == []
+    assert _found(conn, "bo@example.com") == [profile_id]
+
+
+def _found(conn: sqlite3.Connection, email: str) -> list[int]:
+    page = search_profiles(conn, ACCOUNT, ProfileQuery(email=email))
+    return [p["ProfileId"] for p in page.profiles]

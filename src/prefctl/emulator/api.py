@@ -19,11 +19,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import importlib.util
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -37,6 +39,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prefctl.emulator.app import API_PATH, EmulatorContext
+from prefctl.emulator.group_writer import group_writer
 from prefctl.emulator.routes._common import (
     ACCOUNT_PREFIX,
     MAX_BODY_BYTES,
@@ -74,7 +77,8 @@ _NOT_FOUND = "The resource does not exist in this account."
 
 def register(app: FastAPI, ctx: EmulatorContext) -> None:
     """Add the REST API to the emulator's ``app`` (see the module docstring)."""
-    del ctx  # routes reach the context through the request (routes._common.get_ctx)
+    # Routes reach the context through the request (routes._common.get_ctx).
+    ctx.services.append(_group_writer_service)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     modules = [f"prefctl.emulator.routes.{name}" for name in ROUTERS]
@@ -94,6 +98,15 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+@contextlib.asynccontextmanager
+async def _group_writer_service(ctx: EmulatorContext) -> AsyncIterator[None]:
+    """Lets the profile writes still queued finish when the server stops."""
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(group_writer(ctx).stop)
 
 
 # -- errors ----------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ from typing import Any, Literal, get_args
 
 from prefctl.emulator._diff import (
     ChangeEvent,
-    canonical,
+    canonical_member,
     changed_keys,
     diff_keyed,
     is_empty,
@@ -107,9 +107,14 @@ _CONTACT_LISTS = (
 
 def changed_fields(old: WireDict, new: WireDict) -> list[str]:
     """Top-level keys whose values differ, sorted; ``ProfileId`` and ``Edited`` never count."""
-    before, after = canonical(old), canonical(new)
-    keys = (before.keys() | after.keys()) - _IGNORED_KEYS
-    return sorted(key for key in keys if not same(before.get(key), after.get(key)))
+    # Member by member: a member equal as it is needs no canonical form (most are, in a PATCH).
+    keys = (old.keys() | new.keys()) - _IGNORED_KEYS
+    return sorted(
+        key
+        for key in keys
+        if old.get(key) != new.get(key)
+        and not same(canonical_member(key, old.get(key)), canonical_member(key, new.get(key)))
+    )
 
 
 def events_for_change(

@@ -15,12 +15,15 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+import orjson
+
 from prefctl.webhooks import catalog
 
-__all__ = ["MatchableEvent", "Selector", "matches", "selection_matches"]
+__all__ = ["MatchableEvent", "Selector", "matches", "selection_matches", "selector_for"]
 
 
 class MatchableEvent(Protocol):
@@ -57,17 +60,55 @@ def matches(selections: Iterable[Mapping[str, Any]], event: MatchableEvent) -> b
 
 class Selector:
     """A subscription's selections indexed by EventType, for matching many events in a row
-    (the write path checks every event of a change against every subscription)."""
+    (the write path checks every event of a change against every subscription).
 
-    __slots__ = ("_by_type",)
+    Event types that one of the selections takes whatever the event's filter values (global
+    entities, a wildcard or no filter list) are answered from a set; only filtered selections
+    look at the event.
+    """
+
+    __slots__ = ("_always", "_by_type")
 
     def __init__(self, selections: Iterable[Mapping[str, Any]]) -> None:
         self._by_type: dict[str, list[Mapping[str, Any]]] = {}
+        self._always: set[str] = set()
         for selection in selections:
-            self._by_type.setdefault(str(selection.get("EventType")), []).append(selection)
+            event_type = str(selection.get("EventType"))
+            if event_type in self._always:
+                continue
+            if _selects_any_filter(selection, event_type):
+                self._always.add(event_type)
+                self._by_type.pop(event_type, None)
+            else:
+                self._by_type.setdefault(event_type, []).append(selection)
 
     def matches(self, event: MatchableEvent) -> bool:
+        if event.event_type in self._always:
+            return True
         candidates = self._by_type.get(event.event_type)
         return candidates is not None and any(
             selection_matches(selection, event) for selection in candidates
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def selector_for(selections_json: str) -> Selector:
+    """The Selector of a stored ``Subscriptions`` list (JSON text), built once per distinct text:
+    every write matches its events against every subscription, and the lists rarely change."""
+    return Selector(orjson.loads(selections_json))
+
+
+def _selects_any_filter(selection: Mapping[str, Any], event_type: str) -> bool:
+    """Whether ``selection`` selects every event of ``event_type``, whatever its filter values
+    (the same rules as ``selection_matches``)."""
+    try:
+        entity = catalog.entity_of(event_type)
+    except KeyError:
+        return False  # no event has this type; selection_matches will say no
+    if selection.get("Entity", entity) != entity:
+        return False
+    key = catalog.filter_key(entity)
+    if key is None:
+        return True
+    wanted = selection.get(key.name)
+    return wanted is None or key.wildcard in wanted

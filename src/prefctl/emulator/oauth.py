@@ -287,7 +287,8 @@ def authenticate_bearer(ctx: EmulatorContext, authorization: str | None) -> Prin
     Raises ``InvalidTokenError`` (exit code 3 if it ever reaches the CLI) when the header is missing
     or not Bearer, or the token is malformed, signed by an unknown key, tampered with, expired,
     revoked, issued by another issuer or for another audience, or its user is gone or inactive.
-    It reads the store (blocking): call it from a sync route or through a thread pool.
+    It reads the store (three primary-key lookups once the token's signature is cached; the
+    REST API calls it on the event loop, see ``routes._common.require``).
     """
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

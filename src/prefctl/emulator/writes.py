@@ -32,7 +32,7 @@ import orjson
 
 from prefctl.clock import Clock
 from prefctl.emulator.changes import Operation, events_for_change
-from prefctl.emulator.matching import Selector
+from prefctl.emulator.matching import selector_for
 from prefctl.errors import NotFoundError
 from prefctl.store import events as event_store
 from prefctl.store import profiles, subscriptions
@@ -158,7 +158,7 @@ class ProfileWriter:
         if operation == "delete":
             profiles.delete_profile(self._conn, self._account, profile_id)
         else:
-            profiles.save_profile(self._conn, self._account, new, now=now)
+            profiles.save_profile(self._conn, self._account, new, now=now, previous=old)
         new_events = [
             event_store.NewEvent(
                 event_id=new_event_id(self._rng),
@@ -174,7 +174,7 @@ class ProfileWriter:
         ]
         rowids = event_store.insert_events(self._conn, self._account, new_events)
         targets = [
-            (target, Selector(target.selections))
+            (target, selector_for(target.selections_json))
             for target in subscriptions.fanout_targets(self._conn, self._account)
         ]
         rows = [

@@ -38,7 +38,16 @@ def connect(path: Path | str) -> sqlite3.Connection:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: committed when the block ends, rolled back if it raises."""
+    """One write transaction: committed when the block ends, rolled back if it raises.
+
+    Inside a transaction already open it is a savepoint: if the block raises, its changes alone
+    are undone and the outer transaction goes on; otherwise they commit with it (the emulator's
+    group commit runs several writes in one transaction this way).
+    """
+    if conn.in_transaction:
+        with _savepoint(conn):
+            yield conn
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
@@ -46,6 +55,18 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+@contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("SAVEPOINT nested")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK TO nested")
+        conn.execute("RELEASE nested")
+        raise
+    conn.execute("RELEASE nested")
 
 
 @contextmanager

@@ -120,9 +120,18 @@ def get_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> dict
 
 
 def save_profile(
-    conn: sqlite3.Connection, account: str, profile: Mapping[str, Any], *, now: float
+    conn: sqlite3.Connection,
+    account: str,
+    profile: Mapping[str, Any],
+    *,
+    now: float,
+    previous: Mapping[str, Any] | None = None,
 ) -> None:
-    """Insert or overwrite the profile ``profile["ProfileId"]`` and refresh its search keys."""
+    """Insert or overwrite the profile ``profile["ProfileId"]`` and refresh its search keys.
+
+    ``previous`` is the profile as stored before, when the caller has it: its search keys are
+    then rewritten only if they changed (most updates leave emails, phones and ids alone).
+    """
     profile_id = int(profile["ProfileId"])
     conn.execute(
         "INSERT INTO profiles (service_client_id, profile_id, is_active, body, created_at,"
@@ -138,31 +147,50 @@ def save_profile(
             now,
         ),
     )
+    keys = _SearchKeys.of(profile)
+    same_profile = previous is not None and int(previous.get("ProfileId", -1)) == profile_id
+    if same_profile and _SearchKeys.of(previous or {}) == keys:
+        return
     key = (account, profile_id)
     for table in ("profile_emails", "profile_phones", "profile_alternate_ids"):
         conn.execute(f"DELETE FROM {table} WHERE service_client_id = ? AND profile_id = ?", key)  # noqa: S608
-    emails = {str(e["Address"]).lower() for e in profile.get("Emails") or () if e.get("Address")}
     conn.executemany(
         "INSERT INTO profile_emails (service_client_id, address, profile_id) VALUES (?, ?, ?)",
-        [(account, address, profile_id) for address in emails],
+        [(account, address, profile_id) for address in keys.emails],
     )
-    phones = {
-        _digits(str(p["Number"])) for p in profile.get("PhoneNumbers") or () if p.get("Number")
-    }
     conn.executemany(
         "INSERT INTO profile_phones (service_client_id, digits, profile_id) VALUES (?, ?, ?)",
-        [(account, digits, profile_id) for digits in phones if digits],
+        [(account, digits, profile_id) for digits in keys.phones],
     )
-    alternate_ids = {
-        (str(a["Value"]), str(a["Type"]))
-        for a in profile.get("AlternateIds") or ()
-        if a.get("Value") and a.get("Type")
-    }
     conn.executemany(
         "INSERT INTO profile_alternate_ids (service_client_id, value, type, profile_id)"
         " VALUES (?, ?, ?, ?)",
-        [(account, value, kind, profile_id) for value, kind in alternate_ids],
+        [(account, value, kind, profile_id) for value, kind in keys.alternate_ids],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _SearchKeys:
+    """What ``search_profiles`` finds a profile by."""
+
+    emails: frozenset[str]
+    phones: frozenset[str]
+    alternate_ids: frozenset[tuple[str, str]]
+
+    @classmethod
+    def of(cls, profile: Mapping[str, Any]) -> _SearchKeys:
+        emails = {
+            str(e["Address"]).lower() for e in profile.get("Emails") or () if e.get("Address")
+        }
+        phones = {
+            _digits(str(p["Number"])) for p in profile.get("PhoneNumbers") or () if p.get("Number")
+        }
+        alternate_ids = {
+            (str(a["Value"]), str(a["Type"]))
+            for a in profile.get("AlternateIds") or ()
+            if a.get("Value") and a.get("Type")
+        }
+        return cls(frozenset(emails), frozenset(d for d in phones if d), frozenset(alternate_ids))
 
 
 def delete_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> bool:

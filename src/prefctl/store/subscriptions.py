@@ -145,11 +145,20 @@ class DuplicateSubscriptionError(PrefctlError):
 
 @dataclass(frozen=True, slots=True)
 class FanoutTarget:
-    """A subscription new events go to: queued, or held while paused with catch-up."""
+    """A subscription new events go to: queued, or held while paused with catch-up.
+
+    ``selections_json`` is the wire ``Subscriptions`` list as stored: the write path keeps one
+    parsed matcher per distinct text instead of parsing it for every write.
+    """
 
     subscription_id: int
-    selections: list[dict[str, Any]]
+    selections_json: str
     held: bool
+
+    @property
+    def selections(self) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = orjson.loads(self.selections_json)
+        return value
 
 
 def find_conflict(
@@ -314,7 +323,7 @@ def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]
         " ORDER BY id",
         (account,),
     )
-    return [FanoutTarget(row[0], orjson.loads(row[1]), row[2] == "Paused") for row in rows]
+    return [FanoutTarget(row[0], row[1], row[2] == "Paused") for row in rows]
 
 
 # -- handshake bookkeeping --------------------------------------------------------------------------

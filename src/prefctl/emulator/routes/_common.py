@@ -20,10 +20,12 @@ Errors are raised, never returned: ``ProblemError(status, title, detail, errors)
 ``PrefctlError``s that reach the framework (``NotFoundError`` → 404, ``UsageError`` → 400,
 ``AuthError`` → 403; see ``problem_for``).
 
-Routes that touch the store are plain ``def`` functions: FastAPI runs them in its thread pool, and
-``connection(request)`` is that thread's SQLite connection (``EmulatorContext.connection``), so one
-request uses one connection from start to end. Write transactions run under ``write_lock(request)``
-so that the API's writers queue in order instead of in SQLite's busy handler.
+Routes that read the store are plain ``def`` functions: FastAPI runs them in its thread pool, and
+``connection(request)`` is that thread's SQLite connection (``EmulatorContext.connection``). Write
+transactions run under ``write_lock(request)`` so that the API's writers queue in order instead of
+in SQLite's busy handler; profile writes are ``async`` routes that queue their write on the writer
+thread (``emulator.group_writer``), which takes that lock. The one store access on the event loop
+is the token check of ``require`` (see there).
 """
 
 from __future__ import annotations
@@ -258,19 +260,26 @@ def write_lock(request: Request) -> threading.Lock:
 
 
 # -- authentication and authorization --------------------------------------------------------------
-def require(permission: str) -> Callable[..., Principal]:
+Authorize = Callable[..., Awaitable[Principal]]
+
+
+def require(permission: str) -> Authorize:
     """The dependency that admits a request holding ``permission`` and returns its Principal.
 
     401 (``WWW-Authenticate: Bearer … error="invalid_token"``) when the Authorization header is
     missing or its token does not authenticate; 403 when the token belongs to another account than
     the path's ``{service_client_id}`` or its user lacks ``permission``.
+
+    It runs on the event loop: the token's signature is verified once per token (cached), and
+    what remains are three primary-key reads that WAL readers never wait for; a thread-pool hop
+    for them cost more CPU than the reads, on every request (bench/api.py).
     """
     return _requirement(permission)
 
 
 @functools.cache
-def _requirement(permission: str) -> Callable[..., Principal]:
-    def authorize(
+def _requirement(permission: str) -> Authorize:
+    async def authorize(
         request: Request,
         service_client_id: Annotated[
             str, Path(description="The account (service client id) the resource belongs to.")
@@ -299,7 +308,7 @@ def _requirement(permission: str) -> Callable[..., Principal]:
     return authorize
 
 
-_PERMISSIONS: dict[Callable[..., Principal], str] = {}
+_PERMISSIONS: dict[Authorize, str] = {}
 
 
 def permission_of(dependency: Callable[..., Any] | None) -> str | None:

@@ -1,8 +1,9 @@
 """``/profiles``: create, read, search, replace, patch, deactivate, reactivate, delete.
 
-Every write goes through ``emulator.writes.ProfileWriter`` (profile, events and deliveries in one
-transaction) under the emulator's writer lock. Request bodies are validated by the strict profile
-model (unknown fields → 400). Read-only fields (``ProfileId``, ``IsActive``, ``ReasonCode``,
+Every write goes through ``emulator.writes.ProfileWriter`` (profile, events and deliveries all or
+nothing) on the emulator's writer thread (``emulator.group_writer``), so the write routes are
+``async``: their request is parsed on the event loop and their write queued. Request bodies are
+validated by the strict profile model (unknown fields → 400). Read-only fields (``ProfileId``, ``IsActive``, ``ReasonCode``,
 ``Edited``) are accepted in a PUT body and ignored, so GET → edit → PUT works; a PATCH that would
 change one of them is refused (400), because silently dropping an explicit change would mislead.
 
@@ -14,12 +15,14 @@ is a 400, a patch that cannot apply (missing path, failing ``test``) a 409, and 
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
+from prefctl.emulator.group_writer import group_writer
 from prefctl.emulator.routes._common import (
     JsonContent,
     Principal,
@@ -38,7 +41,6 @@ from prefctl.emulator.routes._common import (
     parse_json,
     problems,
     validate,
-    write_lock,
 )
 from prefctl.emulator.routes._patch import (
     PatchConflictError,
@@ -102,13 +104,13 @@ _MERGE_PATCH_SCHEMA: dict[str, Any] = {
     response_model=Profile,
     summary="Create a profile (event profile.created)",
 )
-def create_profile(
+async def create_profile(
     request: Request,
     principal: ProfilesWrite,
     _content: JsonContent,
     body: Annotated[StrictProfile, Body()],
 ) -> Response:
-    result = _write(request, principal, lambda writer: writer.create(dump_wire(body)))
+    result = await _write(request, principal, lambda writer: writer.create(dump_wire(body)))
     profile = _written(result)
     return created(profile, account_url(request, "profiles", profile["ProfileId"]))
 
@@ -162,14 +164,16 @@ def get_profile(request: Request, principal: ProfilesRead, profile_id: ProfileId
     responses=problems(404),
     summary="Replace a profile (event profile.replaced)",
 )
-def replace_profile(
+async def replace_profile(
     request: Request,
     principal: ProfilesWrite,
     profile_id: ProfileId,
     _content: JsonContent,
     body: Annotated[StrictProfile, Body()],
 ) -> Response:
-    result = _write(request, principal, lambda writer: writer.replace(profile_id, dump_wire(body)))
+    result = await _write(
+        request, principal, lambda writer: writer.replace(profile_id, dump_wire(body))
+    )
     return json_response(_written(result))
 
 
@@ -190,7 +194,7 @@ def replace_profile(
         }
     },
 )
-def update_profile(
+async def update_profile(
     request: Request,
     principal: ProfilesWrite,
     profile_id: ProfileId,
@@ -217,7 +221,7 @@ def update_profile(
         _refuse_read_only_changes(current, patched)
         return dump_wire(validate(StrictProfile, patched))
 
-    result = _write(request, principal, lambda writer: writer.update(profile_id, change))
+    result = await _write(request, principal, lambda writer: writer.update(profile_id, change))
     return json_response(_written(result))
 
 
@@ -227,7 +231,7 @@ def update_profile(
     responses=problems(404),
     summary="Deactivate a profile (event profile.deactivated)",
 )
-def deactivate_profile(
+async def deactivate_profile(
     request: Request,
     principal: ProfilesWrite,
     profile_id: ProfileId,
@@ -235,7 +239,7 @@ def deactivate_profile(
     body: Annotated[StrictDeactivateRequest | None, Body()] = None,
 ) -> Response:
     reason = body.reason if body is not None else None
-    result = _write(request, principal, lambda writer: writer.deactivate(profile_id, reason))
+    result = await _write(request, principal, lambda writer: writer.deactivate(profile_id, reason))
     return json_response(_written(result))
 
 
@@ -245,10 +249,10 @@ def deactivate_profile(
     responses=problems(404),
     summary="Reactivate a profile (event profile.reactivated)",
 )
-def reactivate_profile(
+async def reactivate_profile(
     request: Request, principal: ProfilesWrite, profile_id: ProfileId
 ) -> Response:
-    result = _write(request, principal, lambda writer: writer.reactivate(profile_id))
+    result = await _write(request, principal, lambda writer: writer.reactivate(profile_id))
     return json_response(_written(result))
 
 
@@ -259,7 +263,7 @@ def reactivate_profile(
     responses=problems(404),
     summary="Delete a profile for good (event profile.deleted)",
 )
-def delete_profile(
+async def delete_profile(
     request: Request,
     principal: ProfilesWrite,
     profile_id: ProfileId,
@@ -268,28 +272,28 @@ def delete_profile(
         Query(alias="reasonCode", min_length=1, max_length=200, description="Why it is deleted"),
     ] = None,
 ) -> Response:
-    _write(request, principal, lambda writer: writer.delete(profile_id, reason_code))
+    await _write(request, principal, lambda writer: writer.delete(profile_id, reason_code))
     return no_content()
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def _write(
+async def _write(
     request: Request, principal: Principal, operation: Callable[[ProfileWriter], WriteResult]
 ) -> WriteResult:
-    """Run ``operation`` with a writer of the principal's account, under the writer lock (one
-    writer at a time queues in order; see ``_common.write_lock``, measured in bench/api.py)."""
+    """Run ``operation`` with a writer of the principal's account on the emulator's writer
+    thread, in a transaction it may share with other writes (``group_writer``; measured in
+    bench/api.py); raises what ``operation`` raised, and then nothing of it is stored."""
     ctx = get_ctx(request)
     # EventIds must not repeat after a restart, so never the (possibly seeded) ctx.rng.
     rng = ctx.shared("profiles.event_rng", random.Random)
-    writer = ProfileWriter(
-        connection(request),
-        principal.service_client_id,
-        actor=principal.user_id,
-        clock=ctx.clock,
-        rng=rng,
-    )
-    with write_lock(request):
+
+    def write(conn: sqlite3.Connection) -> WriteResult:
+        writer = ProfileWriter(
+            conn, principal.service_client_id, actor=principal.user_id, clock=ctx.clock, rng=rng
+        )
         return operation(writer)
+
+    return await group_writer(ctx).run(write)
 
 
 def _written(result: WriteResult) -> dict[str, Any]:
