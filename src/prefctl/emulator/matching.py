@@ -41,15 +41,9 @@ def selection_matches(selection: Mapping[str, Any], event: MatchableEvent) -> bo
     ``event``."""
     if selection.get("EventType") != event.event_type:
         return False
-    entity = catalog.entity_of(event.event_type)
-    if selection.get("Entity", entity) != entity:
-        return False
-    key = catalog.filter_key(entity)
-    if key is None:
-        return True
-    wanted = selection.get(key.name)
-    if wanted is None or key.wildcard in wanted:
-        return True
+    wanted = _wanted(selection, event.event_type)
+    if wanted is _ANY or wanted is _NONE:
+        return wanted is _ANY
     return not set(wanted).isdisjoint(event.filter_values)
 
 
@@ -98,17 +92,26 @@ def selector_for(selections_json: str) -> Selector:
     return Selector(orjson.loads(selections_json))
 
 
-def _selects_any_filter(selection: Mapping[str, Any], event_type: str) -> bool:
-    """Whether ``selection`` selects every event of ``event_type``, whatever its filter values
-    (the same rules as ``selection_matches``)."""
+# What a selection wants of an event type's filter values: any, none (another entity, or a type
+# that does not exist), or one of the listed values.
+_ANY: Any = object()
+_NONE: Any = object()
+
+
+def _wanted(selection: Mapping[str, Any], event_type: str) -> Any:
     try:
         entity = catalog.entity_of(event_type)
     except KeyError:
-        return False  # no event has this type; selection_matches will say no
+        return _NONE  # no event has this type
     if selection.get("Entity", entity) != entity:
-        return False
+        return _NONE
     key = catalog.filter_key(entity)
     if key is None:
-        return True
+        return _ANY
     wanted = selection.get(key.name)
-    return wanted is None or key.wildcard in wanted
+    return _ANY if wanted is None or key.wildcard in wanted else wanted
+
+
+def _selects_any_filter(selection: Mapping[str, Any], event_type: str) -> bool:
+    """Whether ``selection`` selects every event of ``event_type``, whatever its filter values."""
+    return _wanted(selection, event_type) is _ANY
