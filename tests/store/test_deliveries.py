@@ -404,3 +404,32 @@ def test_enqueue_replays_an_event_once_while_pending(
         assert deliveries.enqueue(conn, event_rowid, subscription_id, now=T0 + 7) == delivery_id
     assert _state(conn, new_id)["event_time"] == T0 + 5
     assert _state(conn, delivery_id)["event_time"] == T0  # was still pending
+
+
+def test_add_deliveries_without_now_queues_each_at_its_event_time(
+    conn: sqlite3.Connection, subscription_id: int
+) -> None:
+    times = [T0 + 0.123456, T0 + 7.5, T0 + 3.000001]  # out of order, fractions kept exactly
+    new = [
+        NewEvent(
+            event_id=f"00000000-0000-4000-8000-{n:012d}",
+            event_type="contacts.email.updated",
+            entity="Contacts",
+            profile_id=1001,
+            original_event_time=at,
+            data={"N": n},
+        )
+        for n, at in enumerate(times)
+    ]
+    with transaction(conn):
+        rowids = events.insert_events(conn, ACCOUNT, new)
+        added = deliveries.add_deliveries(
+            conn, [NewDelivery(r, subscription_id) for r in rowids], now=None
+        )
+    assert added == 3
+    rows = conn.execute(
+        "SELECT e.data, d.event_time, d.next_attempt_at FROM deliveries d"
+        " JOIN events e ON e.id = d.event_rowid ORDER BY d.id"
+    ).fetchall()
+    assert [orjson.loads(r[0])["N"] for r in rows] == [0, 1, 2]  # row ids in the given order
+    assert [(r[1], r[2]) for r in rows] == [(at, at) for at in times]

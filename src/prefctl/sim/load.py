@@ -114,11 +114,13 @@ class LoadWriter:
         events = [_event(arrival, self.start, self.rng) for arrival in batch]
         with transaction(self.conn):
             rowids = insert_events(self.conn, self.account, events)
-            # One call per event: add_deliveries queues a call's rows at its `now`.
-            for arrival, rowid in zip(batch, rowids, strict=True):
-                new = [NewDelivery(rowid, sid) for sid in self.targets.get(arrival.event_type, ())]
-                if new:
-                    self.deliveries += add_deliveries(self.conn, new, now=self.start + arrival.at)
+            new = [
+                NewDelivery(rowid, sid)
+                for arrival, rowid in zip(batch, rowids, strict=True)
+                for sid in self.targets.get(arrival.event_type, ())
+            ]
+            # now=None: each delivery is queued at its own event's time.
+            self.deliveries += add_deliveries(self.conn, new, now=None)
         self.written = end
 
 

@@ -168,9 +168,11 @@ def _atomic(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def add_deliveries(
-    conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float
+    conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float | None
 ) -> int:
-    """Create deliveries (queued now, or held), in order; returns how many."""
+    """Create deliveries (queued, or held), in order; returns how many. A queued delivery's
+    EventTime is ``now``, or with ``now`` None its event's own time (the simulator's load, whose
+    events happen over a stretch of time, is written in one call)."""
     rows = [(d.event_rowid, d.subscription_id, int(d.held)) for d in deliveries]
     if rows:
         # One statement for every row: a profile write adds about 50, and a step per row from
@@ -181,10 +183,16 @@ def add_deliveries(
 
 _ADD_SQL = """
 INSERT INTO deliveries (event_rowid, subscription_id, state, event_time, next_attempt_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-       IIF(json_extract(value, '$[2]'), 'held', 'queued'),
-       IIF(json_extract(value, '$[2]'), NULL, :now), IIF(json_extract(value, '$[2]'), NULL, :now)
-FROM json_each(:rows) ORDER BY key
+SELECT event_rowid, subscription_id, IIF(held, 'held', 'queued'), IIF(held, NULL, at), IIF(held, NULL, at)
+FROM (
+    SELECT json_extract(value, '$[0]') AS event_rowid, json_extract(value, '$[1]') AS subscription_id,
+           json_extract(value, '$[2]') AS held,
+           coalesce(:now, (SELECT original_event_time FROM events
+                           WHERE id = json_extract(value, '$[0]'))) AS at,
+           key
+    FROM json_each(:rows)
+)
+ORDER BY key
 """
 
 

@@ -105,28 +105,40 @@ class EventPage:
     next_cursor: str | None
 
 
+_INSERT_SQL = (
+    "INSERT INTO events (event_id, service_client_id, event_type, entity, profile_id,"
+    " original_event_time, data, previous_data, filter_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def insert_events(conn: sqlite3.Connection, account: str, events: Iterable[NewEvent]) -> list[int]:
     """Store events; returns their row ids (what deliveries point at), in order."""
-    rowids = []
-    for event in events:
-        cursor = conn.execute(
-            "INSERT INTO events (event_id, service_client_id, event_type, entity, profile_id,"
-            " original_event_time, data, previous_data, filter_values)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.event_id,
-                account,
-                event.event_type,
-                event.entity,
-                event.profile_id,
-                event.original_event_time,
-                orjson.dumps(event.data).decode(),
-                None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
-                orjson.dumps(list(event.filter_values)).decode(),
-            ),
+    rows = [
+        (
+            event.event_id,
+            account,
+            event.event_type,
+            event.entity,
+            event.profile_id,
+            event.original_event_time,
+            orjson.dumps(event.data).decode(),
+            None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
+            orjson.dumps(list(event.filter_values)).decode(),
         )
-        rowids.append(int(cursor.lastrowid or 0))
-    return rowids
+        for event in events
+    ]
+    if len(rows) <= 1:
+        return [int(conn.execute(_INSERT_SQL, row).lastrowid or 0) for row in rows]
+    # Many: one prepared statement for all, then their ids by EventId (unique), in one query.
+    conn.executemany(_INSERT_SQL, rows)
+    ids = [row[0] for row in rows]
+    found = dict(
+        conn.execute(
+            "SELECT event_id, id FROM events WHERE event_id IN (SELECT value FROM json_each(?))",
+            (orjson.dumps(ids).decode(),),
+        ).fetchall()
+    )
+    return [int(found[event_id]) for event_id in ids]
 
 
 _COLUMNS = (
