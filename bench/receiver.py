@@ -17,6 +17,12 @@ request (user + system, from /proc): on a machine shared with other work, req/s 
 neighbours' load, while CPU per request mostly does not, so the CPU ratio is the steadier
 comparison of the receiver with the bare app.
 
+Every wrk run opens its connections afresh, so the measurement includes their start-up. That is
+deliberate: with libuv's one accept per loop iteration, 256 connections opened against a busy
+server took seconds to be accepted (the p99 near 1 s and the timeouts once seen at 256); the
+servers now accept every waiting connection at once (``prefctl.receiver.accept``), and this bench
+keeps showing whether they do.
+
 Targets: ≥ 12,000 verified requests/s at 64 connections and ≥ 90 % of the bare app; p99 < 50 ms at
 256 connections with no timeouts. "Verified" = answered 2xx (a request that fails verification is
 answered 401, which wrk counts as a status error); the receiver's own output is counted as a check.

@@ -93,20 +93,18 @@ class ReceiverApp:
         # Verdicts keep the raw headers only for the recorder: fewer objects outlive a request.
         self.keep_headers = keep_headers
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain method that returns the handler's coroutine: one coroutine per request, not two.
         kind = scope["type"]
         if kind != "http":
-            if kind == "lifespan":
-                await _lifespan(receive, send)
-            return
+            return _lifespan(receive, send) if kind == "lifespan" else _nothing()
         path = scope["path"]
         method = scope["method"]
         if path == self.path and method == "POST":
-            await self._webhook(scope, receive, send)
-        elif path == HEALTH_PATH and method in ("GET", "HEAD"):
-            await _respond(send, 200, _HEALTH_BODY)
-        else:
-            await self._other(scope, send, path, method)
+            return self._webhook(scope, receive, send)
+        if path == HEALTH_PATH and method in ("GET", "HEAD"):
+            return _respond(send, 200, _HEALTH_BODY)
+        return self._other(scope, send, path, method)
 
     async def _other(self, scope: Scope, send: Send, path: str, method: str) -> None:
         verdict = Verdict(
@@ -386,6 +384,10 @@ async def _reset(send: Send) -> None:
     # Let uvicorn see the disconnection before the app returns, so it does not answer 500.
     await asyncio.sleep(0)
     await asyncio.sleep(0)
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

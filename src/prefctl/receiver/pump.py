@@ -1,11 +1,12 @@
 """The consumer side of the verdict stream: batches of verdicts, off the request path.
 
-The ASGI handler only appends each finished ``Verdict`` to a deque (``push``). ``VerdictPump.run``
-is a separate task on the same event loop: it wakes up when something is queued, lets a batch
-build up for a moment, completes each verdict with the ``Tracker`` (duplicate, attempt, out of
-order, latency), counts authentic events for ``--exit-after``, and hands the batch to each sink.
+The ASGI handler only appends each finished ``Verdict`` to a deque (``push``). The first verdict
+after a delivery sets a timer on the same event loop (``VerdictPump.run`` ties the pump to the
+loop): a batch builds up for a moment, then each verdict is completed with the ``Tracker``
+(duplicate, attempt, out of order, latency), authentic events are counted for ``--exit-after``,
+and the batch goes to each sink. A request thus costs an append and a check, not a task switch.
 
-Why a task and not a thread: a second thread running Python code makes the event loop wait for the
+Why the loop and not a thread: a second thread running Python code makes the event loop wait for the
 GIL every time it comes back from a socket call, which measurably slowed the receiver. Sinks
 therefore run on the loop and must be quick; anything that can block (stdout, a file) goes through
 a ``BackgroundWriter``, a thread that only performs the writes (which release the GIL). A burst of
@@ -56,29 +57,42 @@ class VerdictPump:
         self.events = 0
         self.requests = 0
         self._queue: collections.deque[Verdict] = collections.deque()
-        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._failed = False
 
     def push(self, verdict: Verdict) -> None:
         """Queue a finished verdict (on the event loop; cheap)."""
         self._queue.append(verdict)
-        wake = self._wake
-        if wake is not None and not wake.is_set():
-            wake.set()
+        if self._timer is None and self._loop is not None:
+            # The first verdict since the last batch: deliver them all a moment from now.
+            self._timer = self._loop.call_later(self.batch_interval, self._on_timer)
 
     @property
     def exit_reached(self) -> bool:
         return self.exit_after is not None and self.events >= self.exit_after
 
     async def run(self) -> None:
-        """Deliver batches until cancelled; ``flush()`` delivers what is left."""
-        self._wake = wake = asyncio.Event()
-        while True:
-            await wake.wait()
-            # A short pause lets the batch build up under load; an idle receiver waits above.
-            await asyncio.sleep(self.batch_interval)
-            wake.clear()
-            self.flush()
+        """Deliver batches until cancelled; ``flush()`` delivers what is left.
+
+        An idle receiver has no timer pending; under load a batch builds up for
+        ``batch_interval`` after its first verdict.
+        """
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        if self._queue:
+            self._timer = loop.call_later(self.batch_interval, self._on_timer)
+        try:
+            await loop.create_future()  # never set: the task runs until it is cancelled
+        finally:
+            self._loop = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.flush()
 
     def flush(self) -> None:
         """Deliver everything queued now."""

@@ -9,7 +9,8 @@ and ``prefctl demo`` call the same functions::
         verdicts = receiver.wait_for(3, timeout=5)          # Verdict objects, flags filled in
 
 The server is uvicorn (httptools, uvloop, no access log) on a socket bound here first, so that a
-busy port is a clean ``UsageError`` and port 0 works. The verdict stream reaches
+busy port is a clean ``UsageError`` and port 0 works; its event loop (``receiver.accept``) accepts
+every waiting connection at once, where libuv would take one per loop iteration. The verdict stream reaches
 ``config.on_verdicts`` in batches, from the verdict pump's task on the event loop, off the request
 path: a sink must be quick, and hand blocking output to a ``pump.BackgroundWriter``.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefctl.errors import PrefctlError, UsageError
+from prefctl.receiver.accept import new_event_loop
 from prefctl.receiver.app import ReceiverApp
 from prefctl.receiver.config import DEFAULT_PORT, ReceiverConfig, ReceiverSummary
 from prefctl.receiver.faults import FaultState
@@ -47,6 +49,7 @@ __all__ = [
     "ReceiverSummary",
     "RunningReceiver",
     "bind_socket",
+    "new_event_loop",
     "serve",
     "start_in_thread",
     "uvicorn_config",
@@ -100,12 +103,6 @@ def uvicorn_config(
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"cannot load the TLS certificate, key or CA: {exc}") from None
     return config
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    import uvloop
-
-    return uvloop.new_event_loop()
 
 
 class _Server:
