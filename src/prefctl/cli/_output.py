@@ -85,6 +85,18 @@ class Output:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
+    def raw(self, data: bytes) -> None:
+        """Bytes already encoded for stdout (a batch of NDJSON lines, newline included)."""
+        stdout = sys.stdout
+        buffer = getattr(stdout, "buffer", None)
+        if buffer is None:  # a text-only stream (stdout captured into a StringIO)
+            stdout.write(data.decode())
+            stdout.flush()
+            return
+        stdout.flush()  # anything written as text before goes first
+        buffer.write(data)
+        buffer.flush()
+
     def json(self, data: Any) -> None:
         """Data as JSON on stdout (lists print as one JSON array)."""
         self.line(to_json(data))

@@ -9,7 +9,7 @@ request path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -199,12 +199,7 @@ def receive(
             hint = f"{exc.hint}; or pass --no-verify" if exc.hint else "or pass --no-verify"
             raise ConfigError(exc.message, hint=hint) from None
     # Lines are written on their own thread, so a slow terminal or pipe never holds up an answer.
-    writer = BackgroundWriter(
-        lambda chunk: (
-            out.line(chunk) if isinstance(chunk, str) else out.out.print(chunk, soft_wrap=True)
-        ),
-        name="prefctl-receive-output",
-    )
+    writer = BackgroundWriter(_output_chunk(out), name="prefctl-receive-output")
     try:
         config = ReceiverConfig(
             host=host,
@@ -267,13 +262,27 @@ def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
         out.info(f"  {extra}")
 
 
+def _output_chunk(out: Output) -> Callable[[Any], None]:
+    """Writes one queued chunk: NDJSON bytes as they are, text as a line, Rich text styled."""
+
+    def write(chunk: Any) -> None:
+        if isinstance(chunk, bytes):
+            out.raw(chunk)
+        elif isinstance(chunk, str):
+            out.line(chunk)
+        else:
+            out.out.print(chunk, soft_wrap=True)
+
+    return write
+
+
 def _json_sink(writer: BackgroundWriter) -> Sink:
     from prefctl.receiver.verdict import json_lines
 
     def sink(batch: Sequence[Verdict]) -> None:
         if writer.error is not None:
             raise writer.error
-        writer.write(json_lines(batch).decode())
+        writer.write(json_lines(batch) + b"\n")
 
     return sink
 
