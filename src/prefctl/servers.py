@@ -8,6 +8,7 @@ of sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -17,6 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import uvicorn
+
+
+def run_server(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
+    """Serve on ``sockets`` until the server stops, on prefctl's event loop, which accepts a
+    burst of new connections at once (``server_loop``)."""
+    from prefctl.server_loop import new_event_loop
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(server.serve(sockets=sockets))
 
 
 def quiet_server(

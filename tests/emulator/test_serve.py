@@ -161,3 +161,21 @@ def test_tls_cert_without_key_is_usage_error(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="go together"):
         start_in_thread(EmulatorConfig(port=0, data_dir=tmp_path / "data", tls_cert=cert))
+
+
+def test_emulator_answers_a_burst_of_new_connections_at_once(tmp_path: Path) -> None:
+    # prefctl's server loop accepts every waiting connection (server_loop), not one per turn.
+    running = start_in_thread(EmulatorConfig(port=free_port(), data_dir=tmp_path / "data"))
+    try:
+        port = int(running.url.rsplit(":", 1)[1])
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(64)]
+        try:
+            for client in clients:
+                client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            for client in clients:
+                assert client.recv(64).startswith(b"HTTP/1.1 200")
+        finally:
+            for client in clients:
+                client.close()
+    finally:
+        running.stop()

@@ -39,6 +39,7 @@ from prefctl.emulator.local_profile import (
 )
 from prefctl.errors import PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
+from prefctl.servers import run_server
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
@@ -183,7 +184,7 @@ def serve(
     server = _make_server(prepared.uvicorn_config, started)
     running._server = server
     try:
-        server.run(sockets=[prepared.sock])
+        run_server(server, [prepared.sock])
     finally:
         daemon.remove_pid_file(data_dir, os.getpid())
         running.context.close()
@@ -202,7 +203,7 @@ def start_in_thread(
 
     def run() -> None:
         try:
-            server.run(sockets=[prepared.sock])
+            run_server(server, [prepared.sock])
         finally:
             ready.set()
 

@@ -9,7 +9,7 @@ and ``prefctl demo`` call the same functions::
         verdicts = receiver.wait_for(3, timeout=5)          # Verdict objects, flags filled in
 
 The server is uvicorn (httptools, uvloop, no access log) on a socket bound here first, so that a
-busy port is a clean ``UsageError`` and port 0 works; its event loop (``receiver.accept``) accepts
+busy port is a clean ``UsageError`` and port 0 works; its event loop (``prefctl.server_loop``) accepts
 every waiting connection at once, where libuv would take one per loop iteration. The verdict stream reaches
 ``config.on_verdicts`` in batches, from the verdict pump's task on the event loop, off the request
 path: a sink must be quick, and hand blocking output to a ``pump.BackgroundWriter``.
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefctl.errors import PrefctlError, UsageError
-from prefctl.receiver.accept import new_event_loop
 from prefctl.receiver.app import ReceiverApp
 from prefctl.receiver.config import DEFAULT_PORT, ReceiverConfig, ReceiverSummary
 from prefctl.receiver.faults import FaultState
@@ -38,6 +37,7 @@ from prefctl.receiver.forward import AutoValidator, Forwarder
 from prefctl.receiver.pump import Sink, VerdictPump
 from prefctl.receiver.recorder import Recorder
 from prefctl.receiver.verdict import Verdict
+from prefctl.server_loop import new_event_loop
 from prefctl.webhooks.signature import Verifier
 
 if TYPE_CHECKING:

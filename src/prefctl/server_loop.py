@@ -1,4 +1,5 @@
-"""The receiver's event loop: uvloop, with a listener that accepts every waiting connection at once.
+"""The event loop of prefctl's servers (the receiver, the emulator): uvloop, with a listener that
+accepts every waiting connection at once.
 
 Since libuv 1.45 (https://github.com/libuv/libuv/pull/3696; uvloop 0.23 bundles libuv 1.52) a
 listening socket accepts one connection per event-loop iteration. Under load one iteration answers
@@ -10,7 +11,8 @@ a p99 near 1 s and as timeouts. Steady traffic on established connections was ne
 ``GreedyListener`` does what asyncio's own loop does: each time the listening socket is readable
 it accepts what is waiting (up to ``ACCEPT_BATCH``), and hands each socket to uvloop with
 ``connect_accepted_socket``, so the connection is then served by uvloop exactly as before (same
-transport, TCP_NODELAY, TLS). uvicorn reaches it through ``loop.create_server(…, sock=…)``.
+transport, TCP_NODELAY, TLS). uvicorn reaches it through ``loop.create_server(…, sock=…)``;
+``servers.run_server`` runs a uvicorn server on it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ __all__ = ["ACCEPT_BATCH", "GreedyListener", "new_event_loop"]
 ACCEPT_BATCH = 512  # connections accepted per readiness of the listening socket, at most
 _RETRY_AFTER_SECONDS = 1.0  # out of file descriptors: pause accepting (asyncio does the same)
 
-_log = logging.getLogger("prefctl.receiver")
+_log = logging.getLogger("prefctl.servers")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -1,4 +1,4 @@
-"""The receiver's event loop accepts a burst of new connections at once (receiver.accept)."""
+"""prefctl's server event loop accepts a burst of new connections at once (server_loop)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import ClassVar
 
 import pytest
 
-from prefctl.receiver.accept import GreedyListener, new_event_loop
 from prefctl.receiver.serve import bind_socket
+from prefctl.server_loop import GreedyListener, new_event_loop
 
 BURST = 40
 
