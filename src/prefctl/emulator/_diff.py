@@ -132,14 +132,20 @@ def canonical(value: Any, kind: str = "Profile") -> Any:
     if isinstance(value, Mapping):
         result = {}
         for key, item in with_defaults(value, kind).items():
-            if isinstance(item, list):
-                item = [canonical(element, _LIST_KINDS.get(key, "")) for element in item]
-            elif isinstance(item, Mapping):
-                item = canonical(item, "")
+            item = _canonical_item(key, item)
             if not is_empty(item):
                 result[key] = item
         return result
     return value
+
+
+def _canonical_item(key: str, item: Any) -> Any:
+    """The canonical form of the member ``key`` of a mapping (before dropping it if empty)."""
+    if isinstance(item, list):
+        return [canonical(element, _LIST_KINDS.get(key, "")) for element in item]
+    if isinstance(item, Mapping):
+        return canonical(item, "")
+    return item
 
 
 def canonical_member(key: str, value: Any) -> Any:
@@ -149,10 +155,7 @@ def canonical_member(key: str, value: Any) -> Any:
         value = DEFAULTS["Profile"].get(key)
         if value is None:
             return None
-    if isinstance(value, list):
-        value = [canonical(element, _LIST_KINDS.get(key, "")) for element in value]
-    elif isinstance(value, Mapping):
-        value = canonical(value, "")
+    value = _canonical_item(key, value)
     return None if is_empty(value) else value
 
 
