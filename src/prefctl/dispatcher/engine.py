@@ -15,7 +15,9 @@ One ``Engine`` delivers the queue of a store (every account, or one). Each cycle
 At the start of every cycle the engine takes the answers that arrived, applies
 ``policy.after_attempt`` to each (200 delivered; 400/413 dead-lettered; anything else, a
 connection error or no answer within 30 s: retried with backoff), and records all of them, with
-endpoint health, in ONE transaction (``store.deliveries.record_results``). A request that got no
+endpoint health, in ONE transaction (``store.deliveries.record_results``), the same that then
+claims for the accounts whose turn it is (one transaction per cycle, not two: ``BEGIN``/``COMMIT``
+were a tenth of a busy cycle's store work in the simulator). A request that got no
 answer within the response timeout is recorded ``timed_out`` (its retry scheduled) but kept open
 until the late-success window ends: a 200 within it is recorded ``late_delivered`` by no owner,
 which cancels the pending retry (best effort: a retry already sent may duplicate).
@@ -104,6 +106,18 @@ class _Account:
         return self.header
 
 
+@dataclass(slots=True)
+class _Plan:
+    """An account's turn in a cycle: what it may claim, and under which lease."""
+
+    row: Account
+    account: _Account
+    settings: dict[str, int]
+    room: int
+    owner: str
+    lease: float
+
+
 class Engine:
     """Delivers a store's queue (see the module docstring). Use it from one event loop.
 
@@ -187,26 +201,28 @@ class Engine:
 
     # -- one cycle ---------------------------------------------------------------------------
     async def run_cycle(self) -> CycleReport:
-        """Record what came back (one batch), then run the cycle of each account whose turn
-        it is."""
+        """Record what came back and claim for each account whose turn it is, in one store
+        transaction; then tell the observers and send what was claimed."""
         await self.start()
         assert self._inflight is not None
         now = epoch(self.clock.now())
         results, late, expired = self._inflight.collect(now, self.transport.take(), expire=True)
         if expired:
             self.transport.cancel(expired)
-        recorded = await self._record(now, [*self._take_carried(), *results, *late])
-        accounts = claimed = sent = 0
-        for row, account in self._due_accounts(now):
-            accounts += 1
-            got, went = await self._cycle(row, account, now)
-            claimed, sent = claimed + got, sent + went
-        if accounts:
+        batch = self._batch([*self._take_carried(), *results, *late])
+        plans = [self._plan(row, account, now) for row, account in self._due_accounts(now)]
+        applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
+        recorded = self._recorded(batch, applied)
+        claimed = sent = 0
+        for plan, got in zip(plans, claims, strict=True):
+            claimed += len(got)
+            sent += await self._dispatch(plan, got, now)
+        if plans:
             self.totals.cycles += 1
         moment = self.clock.now()
         for observer in self.observers:
             _notify(observer.on_cycle, moment)
-        return CycleReport(now, accounts, claimed, sent, recorded)
+        return CycleReport(now, len(plans), claimed, sent, recorded)
 
     def _due_accounts(self, now: float) -> list[tuple[Account, _Account]]:
         self._config.refresh()  # what changed in the store takes effect from this cycle
@@ -221,10 +237,10 @@ class Engine:
                 due.append((row, state))
         return due
 
-    async def _cycle(self, row: Account, account: _Account, now: float) -> tuple[int, int]:
+    def _plan(self, row: Account, account: _Account, now: float) -> _Plan:
+        """An account's turn: keep its cadence and say how much it may claim."""
         assert self._owner is not None
         assert self._inflight is not None
-        inflight = self._inflight
         name = row.service_client_id
         settings = self._config.settings(name)
         duration = settings["Duration"]
@@ -237,20 +253,54 @@ class Engine:
         # earlier requests still wait for their answers (a receiver slower than the cycles is
         # not flooded, and memory stays bounded).
         most = settings["MaxConcurrentRequests"]
-        room = min(most, 2 * most - inflight.awaiting_by_account[name])
+        room = min(most, 2 * most - self._inflight.awaiting_by_account[name])
         account.full = True
-        if room <= 0:
-            return 0, 0
         owner = self._owner.for_cycle(self.totals.cycles)
-        lease = lease_seconds(duration, self.time_scale)
-        claimed = await self._in_store(claim_due, self.conn, now, room, lease, owner, account=name)
+        return _Plan(row, account, settings, room, owner, lease_seconds(duration, self.time_scale))
+
+    def _store_cycle(
+        self, batch: list[Item], now: float, plans: list[_Plan]
+    ) -> tuple[set[int], list[list[ClaimedDelivery]]]:
+        """The store's part of a cycle, in ONE transaction: the batch of results and endpoint
+        health, then each account's claim. Returns the delivery ids the batch changed and the
+        claims, in the order of ``plans``."""
+        assert self._inflight is not None
+        probation = self._inflight.probation
+        applied: set[int] = set()
+        claims: list[list[ClaimedDelivery]] = []
+        if not batch and not probation.dirty and not any(plan.room > 0 for plan in plans):
+            return applied, [[] for _ in plans]
+        with transaction(self.conn):
+            if batch:
+                applied.update(record_results(self.conn, [r for _, r in batch]).applied)
+            probation.save(self.conn, now=now)
+            for plan in plans:
+                claims.append(self._claim(plan, now))
+        return applied, claims
+
+    def _claim(self, plan: _Plan, now: float) -> list[ClaimedDelivery]:
+        if plan.room <= 0:
+            return []
+        name = plan.row.service_client_id
+        claimed = claim_due(self.conn, now, plan.room, plan.lease, plan.owner, account=name)
         # In --once mode, whether more is due decides between waiting for the next cycle and
         # polling for the last answers.
-        account.full = len(claimed) >= room and dispatcher_state.due_exists(self.conn, now, name)
+        plan.account.full = len(claimed) >= plan.room and dispatcher_state.due_exists(
+            self.conn, now, name
+        )
+        return claimed
+
+    async def _dispatch(self, plan: _Plan, claimed: list[ClaimedDelivery], now: float) -> int:
+        """Check each claimed delivery against the policy and probation, then send the rest in
+        parts. Returns how many were sent."""
         if not claimed:
-            return 0, 0
+            return 0
+        assert self._inflight is not None
+        inflight, row, account, owner = self._inflight, plan.row, plan.account, plan.owner
+        name = row.service_client_id
         self.totals.claimed += len(claimed)
         self._prepare(row, account)
+        settings = plan.settings
         limits = policy.Limits(settings["MaxDeliveryAttempts"], settings["EventTimeToLiveMinutes"])
         rules, probation = inflight.rules, inflight.probation
         rule_now = rules.rule(now)
@@ -276,9 +326,10 @@ class Engine:
             if going:
                 self._send(going, owner, account)
                 sent += len(going)
+            if first + SEND_CHUNK < len(claimed):
                 # The transport starts on this part while the next one is prepared.
                 await asyncio.sleep(0)
-        return len(claimed), sent
+        return sent
 
     def _send(
         self, going: list[tuple[ClaimedDelivery, bool, bytes]], owner: str, account: _Account
@@ -338,31 +389,27 @@ class Engine:
             return await asyncio.to_thread(call, *args, **kwargs)
         return call(*args, **kwargs)
 
-    def _write_batch(self, batch: list[Item], now: float) -> set[int]:
-        assert self._inflight is not None
-        applied: set[int] = set()
-        with transaction(self.conn):
-            if batch:
-                applied.update(record_results(self.conn, [r for _, r in batch]).applied)
-            self._inflight.probation.save(self.conn, now=now)
-        return applied
-
-    async def _record(self, now: float, results: list[Item]) -> int:
-        """Write the batch (one result per delivery: a second one waits for the next batch) and
-        endpoint health in one transaction, then tell the observers. Returns the batch size."""
-        assert self._inflight is not None
-        probation = self._inflight.probation
+    def _batch(self, items: list[Item]) -> list[Item]:
+        """One result per delivery: a second one waits for the next batch."""
         batch: list[Item] = []
         seen: set[int] = set()
-        for item in results:
+        for item in items:
             if item[1].delivery_id in seen:
                 self._carried.append(item)
             else:
                 seen.add(item[1].delivery_id)
                 batch.append(item)
-        if not batch and not probation.dirty:
-            return 0
-        applied = await self._in_store(self._write_batch, batch, now)
+        return batch
+
+    async def _record(self, now: float, items: list[Item]) -> int:
+        """Write a batch of results and endpoint health in one transaction (no claims: the
+        engine is closing), then tell the observers. Returns the batch size."""
+        batch = self._batch(items)
+        applied, _ = await self._in_store(self._store_cycle, batch, now, [])
+        return self._recorded(batch, applied)
+
+    def _recorded(self, batch: list[Item], applied: set[int]) -> int:
+        """Count a recorded batch and tell the observers. Returns the batch size."""
         recorded = tuple(
             Recorded(
                 delivery.delivery_id,
