@@ -19,7 +19,6 @@ otherwise the key is left out rather than sent as ``null``.
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -38,8 +37,18 @@ def wire_time(moment: datetime | str) -> str:
 
 
 def new_event_id(rng: random.Random) -> str:
-    """A random (version 4) UUID drawn from ``rng``, so seeded runs repeat their EventIds."""
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    """A random (version 4) UUID drawn from ``rng``, so seeded runs repeat their EventIds.
+
+    The same string as ``str(uuid.UUID(int=rng.getrandbits(128), version=4))`` (a test holds
+    this), formatted directly: a third of the time (every event written calls it)."""
+    n = (rng.getrandbits(128) & _UUID_CLEAR) | _UUID_V4
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# RFC 4122 version 4: version nibble 4, variant bits 10 (what uuid.UUID(version=4) sets).
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_V4 = (0x4000 << 64) | (0x8000 << 48)
 
 
 def build_event(
