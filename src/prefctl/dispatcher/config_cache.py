@@ -4,7 +4,8 @@ The engine must see a ``settings set`` (or a new account, a new Hashkey, ``dispa
 its next cycle, from whatever process wrote it. Reading the three tables each cycle costs more than
 a busy cycle's own work in the simulator, so ``ConfigCache`` reads one counter per cycle
 (``dispatcher_state.config_version``, bumped by triggers on every change to those tables) and the
-rows only after it moved.
+rows only after it moved. A store that nothing else can change (``static``: the simulator's
+private in-memory one) is read once.
 """
 
 from __future__ import annotations
@@ -26,15 +27,20 @@ class ConfigCache:
     settings returned are shared: read them, do not change them.
     """
 
-    def __init__(self, conn: sqlite3.Connection, account: str | None = None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, account: str | None = None, *, static: bool = False
+    ) -> None:
         self.conn = conn
         self.account = account
+        self.static = static
         self._version: int | None = None
         self._accounts: list[Account] | None = None
         self._settings: dict[str, dict[str, int]] = {}
         self._tls: dict[str, TlsRow | None] = {}
 
     def refresh(self) -> None:
+        if self.static and self._version is not None:
+            return
         version = dispatcher_state.config_version(self.conn)
         if version != self._version:
             self._version = version

@@ -122,6 +122,8 @@ class Engine:
     """Delivers a store's queue (see the module docstring). Use it from one event loop.
 
     ``account`` None delivers every account of the store, each on its own cadence.
+    ``static_config``: the store's accounts, settings and TLS rows cannot change while the engine
+    runs (the simulator's private in-memory store), so they are read once, not checked each cycle.
     """
 
     def __init__(
@@ -135,6 +137,7 @@ class Engine:
         time_scale: float = 1.0,
         observers: Sequence[EngineObserver] = (),
         store_thread: bool = False,
+        static_config: bool = False,
     ) -> None:
         if not time_scale > 0:
             raise ValueError("time_scale must be greater than 0")
@@ -150,7 +153,7 @@ class Engine:
         self._owner: LeaseOwner | None = None
         self._inflight: InFlight | None = None
         self._accounts: dict[str, _Account] = {}
-        self._config = ConfigCache(conn, account)
+        self._config = ConfigCache(conn, account, static=static_config)
         self._carried: list[Item] = []  # results known before their cycle's batch
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -87,6 +87,7 @@ async def _run(
         rng=random.Random(f"{scenario.seed}:engine"),
         account=ACCOUNT,
         observers=(alerts, probation),
+        static_config=True,  # the store is this run's own, in memory: nothing else changes it
     )
     duration = float(scenario.settings["Duration"])
     grid = start  # the time of the engine's last account cycle: its cycles are Duration apart
