@@ -142,9 +142,12 @@ class Rig:
         *,
         time_scale: float = 1.0,
         seed: int = 1,
+        payloads: bool = True,
     ) -> None:
         self.clock = FakeClock(datetime.fromtimestamp(T0, UTC))
-        self.transport = FunctionTransport(answer or (lambda _request: Reply(200)))
+        self.transport = FunctionTransport(
+            answer or (lambda _request: Reply(200)), payloads=payloads
+        )
         self.recorder = Recorder()
         self.engine = Engine(
             conn,

@@ -292,6 +292,22 @@ def test_engine_signs_every_attempt_afresh(conn: sqlite3.Connection) -> None:
     rig.close()
 
 
+def test_a_model_that_reads_no_payloads_gets_none_and_the_same_outcomes(
+    conn: sqlite3.Connection,
+) -> None:
+    # The simulator's model answers without reading bodies or signatures: the engine skips
+    # building them, and nothing else changes.
+    [delivery] = queue_events(conn, subscribe(conn, URL), 1)
+    rig = Rig(conn, statuses(500, 200), payloads=False)  # type: ignore[arg-type]
+    rig.cycle()
+    for _ in range(30):
+        rig.advance(1)
+    assert record_of(conn, delivery).state == "delivered"
+    assert [(r.body, r.signature) for r in rig.transport.sent] == [(b"", None), (b"", None)]
+    assert [a.status for a in attempts_of(conn, delivery)] == [500, 200]
+    rig.close()
+
+
 def parse_header_time(header: str | None) -> object:
     from prefctl.webhooks.signature import parse_timestamp
 

@@ -159,6 +159,8 @@ class CurlTransport:
     turns); ``max_body_bytes`` caps the response body read.
     """
 
+    payloads = True  # real HTTP: every request carries its body and signature
+
     def __init__(
         self,
         *,

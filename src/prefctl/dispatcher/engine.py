@@ -10,7 +10,8 @@ One ``Engine`` delivers the queue of a store (every account, or one). Each cycle
    not open is put off to that slot, recorded as ``skipped``, no attempt spent), then its body;
 3. signs the batch for the moment it goes out (every attempt gets a fresh Timestamp and
    Signature), hands it to the transport at once and waits Duration: cycles of an account start
-   Duration apart (at once if a cycle's own work took longer).
+   Duration apart (at once if a cycle's own work took longer). A transport that reads neither
+   bodies nor signatures (``payloads`` False: the simulator's model) is sent neither.
 
 At the start of every cycle the engine takes the answers that arrived, applies
 ``policy.after_attempt`` to each (200 delivered; 400/413 dead-lettered; anything else, a
@@ -307,6 +308,7 @@ class Engine:
         limits = policy.Limits(settings["MaxDeliveryAttempts"], settings["EventTimeToLiveMinutes"])
         rules, probation = inflight.rules, inflight.probation
         rule_now = rules.rule(now)
+        payloads = self.transport.payloads
         sent = 0
         for first in range(0, len(claimed), SEND_CHUNK):
             going: list[tuple[ClaimedDelivery, bool, bytes]] = []
@@ -325,7 +327,8 @@ class Engine:
                     put_off = result(delivery, "queued", delivery.attempts, now, owner, skip, later)
                     self._carried.append((delivery, put_off))
                     continue
-                going.append((delivery, probation.on_probation(endpoint), delivery.body()))
+                body = delivery.body() if payloads else b""
+                going.append((delivery, probation.on_probation(endpoint), body))
             if going:
                 self._send(going, owner, account)
                 sent += len(going)
@@ -343,7 +346,7 @@ class Engine:
         inflight = self._inflight
         assert inflight is not None
         sent_at = epoch(self.clock.now())
-        header = account.sign(wire_time(sent_at))
+        header = account.sign(wire_time(sent_at)) if self.transport.payloads else None
         timeout, late_window, identity = inflight.timeout, inflight.late_window, account.tls
         requests = [
             Request(

@@ -73,6 +73,10 @@ class Response:
 class Transport(Protocol):
     """What the engine needs from HTTP. All methods are called from one event loop."""
 
+    # Whether requests need their body and signature; False for a model that answers without
+    # reading them (the simulator's), for which the engine builds neither.
+    payloads: bool
+
     def send(self, requests: Sequence[Request]) -> None:
         """Start the requests; their answers come back through ``take``."""
         ...
@@ -105,9 +109,12 @@ class Reply:
 class FunctionTransport:
     """Answers each request by calling ``answer(request)`` (an endpoint model: the simulator,
     tests). Answers are reported at once with their modelled ``elapsed``; the engine holds them
-    until its clock reaches send time + ``elapsed``. ``sent`` keeps every request, in order."""
+    until its clock reaches send time + ``elapsed``. ``sent`` keeps every request, in order.
+    ``payloads=False``: ``answer`` reads neither body nor signature, so requests carry neither
+    (``b""`` and None)."""
 
-    def __init__(self, answer: Callable[[Request], Reply]) -> None:
+    def __init__(self, answer: Callable[[Request], Reply], *, payloads: bool = True) -> None:
+        self.payloads = payloads
         self._answer = answer
         self._answers: list[Response] = []
         self.sent: list[Request] = []

@@ -77,7 +77,8 @@ async def _run(
     endpoints = ModelEndpoints(
         behaviours, clock, scenario.start, random.Random(f"{scenario.seed}:endpoint")
     )
-    transport = FunctionTransport(endpoints)
+    # The model answers from its distributions, reading neither body nor signature: not built.
+    transport = FunctionTransport(endpoints, payloads=False)
     alerts = AlertFeed(conn, scenario.settings["AlertFrequencyMax"])
     probation = ProbationWatch(conn, {url: sid for sid, (_, url) in service.subscriptions.items()})
     engine = Engine(
