@@ -314,7 +314,7 @@ WHERE id = ? AND {may_change}
 RETURNING id
 """
 _OWNED = "state = 'in_flight' AND lease_owner = ?"
-_UNOWNED = "state NOT IN ('delivered', 'dead_lettered')"
+_UNOWNED = "state NOT IN ({})".format(", ".join(f"'{state}'" for state in FINAL_STATES))
 # [counted][owned]
 _RECORD_SQL = {
     counted: {
@@ -354,13 +354,13 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
             reason = r.dead_letter_reason if r.state == "dead_lettered" else None
             finished = r.at if final else None
             a = r.attempt
-            counted = a is not None and a.outcome != "skipped"
             params: tuple[Any, ...]
-            if counted:
-                assert a is not None
+            if a is not None and a.outcome != "skipped":
+                counted = True
                 fields = (r.state, r.attempts, next_at, a.started_at, a.started_at, a.status)
                 params = (*fields, a.error, reason, finished, r.delivery_id)
             else:
+                counted = False
                 params = (r.state, r.attempts, next_at, reason, finished, r.delivery_id)
             owned = r.owner is not None
             if owned:
