@@ -406,21 +406,22 @@ def test_enqueue_replays_an_event_once_while_pending(
     assert _state(conn, delivery_id)["event_time"] == T0  # was still pending
 
 
+def _numbered_event(n: int, at: float) -> NewEvent:
+    return NewEvent(
+        event_id=f"00000000-0000-4000-8000-{n:012d}",
+        event_type="contacts.email.updated",
+        entity="Contacts",
+        profile_id=1001,
+        original_event_time=at,
+        data={"N": n},
+    )
+
+
 def test_add_deliveries_without_now_queues_each_at_its_event_time(
     conn: sqlite3.Connection, subscription_id: int
 ) -> None:
     times = [T0 + 0.123456, T0 + 7.5, T0 + 3.000001]  # out of order, fractions kept exactly
-    new = [
-        NewEvent(
-            event_id=f"00000000-0000-4000-8000-{n:012d}",
-            event_type="contacts.email.updated",
-            entity="Contacts",
-            profile_id=1001,
-            original_event_time=at,
-            data={"N": n},
-        )
-        for n, at in enumerate(times)
-    ]
+    new = [_numbered_event(n, at) for n, at in enumerate(times)]
     with transaction(conn):
         rowids = events.insert_events(conn, ACCOUNT, new)
         added = deliveries.add_deliveries(
@@ -433,3 +434,25 @@ def test_add_deliveries_without_now_queues_each_at_its_event_time(
     ).fetchall()
     assert [orjson.loads(r[0])["N"] for r in rows] == [0, 1, 2]  # row ids in the given order
     assert [(r[1], r[2]) for r in rows] == [(at, at) for at in times]
+
+
+def test_add_deliveries_of_many_rows_keeps_order_and_holds(
+    conn: sqlite3.Connection, subscription_id: int
+) -> None:
+    new = [_numbered_event(n, T0) for n in range(100)]  # INSERTs of 64, 32 and 4 rows
+    with transaction(conn):
+        rowids = events.insert_events(conn, ACCOUNT, new)
+        added = deliveries.add_deliveries(
+            conn,
+            [NewDelivery(r, subscription_id, held=n % 3 == 0) for n, r in enumerate(rowids)],
+            now=T0 + 1,
+        )
+    assert added == 100
+    rows = conn.execute(
+        "SELECT e.data, d.state, d.event_time, d.next_attempt_at FROM deliveries d"
+        " JOIN events e ON e.id = d.event_rowid ORDER BY d.id"
+    ).fetchall()
+    assert [orjson.loads(r[0])["N"] for r in rows] == list(range(100))
+    assert [tuple(r)[1:] for r in rows] == [
+        ("held", None, None) if n % 3 == 0 else ("queued", T0 + 1, T0 + 1) for n in range(100)
+    ]

@@ -22,6 +22,7 @@ Inspection (listing, dead letters, the attempt timeline) lives in ``delivery_his
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -177,27 +178,41 @@ def add_deliveries(
     """Create deliveries (queued, or held), in order; returns how many. A queued delivery's
     EventTime is ``now``, or with ``now`` None its event's own time (the simulator's load, whose
     events happen over a stretch of time, is written in one call)."""
-    rows = [(d.event_rowid, d.subscription_id, int(d.held)) for d in deliveries]
-    if rows:
-        # One statement for every row: a profile write adds about 50, and a step per row from
-        # Python cost more than the rows themselves (and gave up the GIL 50 times; bench/api.py).
-        conn.execute(_ADD_SQL, {"now": now, "rows": orjson.dumps(rows)})
+    rows = [(d.event_rowid, d.subscription_id, d.held) for d in deliveries]
+    # A profile write adds about 50 rows: a statement per row (executemany) or rows unpacked from
+    # JSON in SQL cost more than the rows themselves, so a few multi-row INSERTs of 64, 32, … 1
+    # rows (the binary digits of the count; each statement is prepared once and cached).
+    start = 0
+    while start < len(rows):
+        size = min(_MAX_ROWS, 1 << (len(rows) - start).bit_length() - 1)
+        params: list[object] = [now]
+        for row in rows[start : start + size]:
+            params += row
+        conn.execute(_insert_sql(size), params)
+        start += size
     return len(rows)
 
 
-_ADD_SQL = """
-INSERT INTO deliveries (event_rowid, subscription_id, state, event_time, next_attempt_at)
-SELECT event_rowid, subscription_id, IIF(held, 'held', 'queued'), IIF(held, NULL, at), IIF(held, NULL, at)
-FROM (
-    SELECT json_extract(value, '$[0]') AS event_rowid, json_extract(value, '$[1]') AS subscription_id,
-           json_extract(value, '$[2]') AS held,
-           coalesce(:now, (SELECT original_event_time FROM events
-                           WHERE id = json_extract(value, '$[0]'))) AS at,
-           key
-    FROM json_each(:rows)
+_MAX_ROWS = 64
+
+
+@functools.cache
+def _insert_sql(rows: int) -> str:
+    # Only parameter numbers are formatted in: ?1 is now, and row i binds its event rowid,
+    # subscription id and held flag after it.
+    def values(row: int) -> str:
+        event, subscription, held = 3 * row + 2, 3 * row + 3, 3 * row + 4
+        at = f"IIF(?{held}, NULL, coalesce(?1, {_EVENT_TIME}?{event})))"
+        return f"(?{event}, ?{subscription}, IIF(?{held}, 'held', 'queued'), {at}, {at})"
+
+    return _INSERT + ", ".join(values(row) for row in range(rows))
+
+
+_INSERT = (
+    "INSERT INTO deliveries (event_rowid, subscription_id, state, event_time, next_attempt_at)"
+    " VALUES "
 )
-ORDER BY key
-"""
+_EVENT_TIME = "(SELECT original_event_time FROM events WHERE id = "
 
 
 # The columns of _CLAIM_SQL: ClaimedDelivery's fields but the last, in order.

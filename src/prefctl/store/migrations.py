@@ -3,22 +3,37 @@
 
 A migration is one file ``store/schema/NNNN_name.sql``; they run in the order of their names. Add a
 new file for every change; never edit one that has shipped.
+
+A migration that rebuilds a table (SQLite cannot alter a constraint in place) starts with the line
+``-- prefctl: foreign_keys=off``. It then runs as SQLite's table-rebuild procedure asks
+(https://www.sqlite.org/lang_altertable.html#otheralter): foreign keys off around its transaction,
+so dropping the old table cascades to nothing, and ``PRAGMA foreign_key_check`` clean before its
+commit.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from prefctl.errors import ConfigError
 from prefctl.store.db import transaction
+
+FOREIGN_KEYS_OFF = "-- prefctl: foreign_keys=off"
 
 
 @dataclass(frozen=True)
 class Migration:
     name: str
     sql: str
+
+    @property
+    def rebuilds_tables(self) -> bool:
+        """Whether it runs with foreign keys off (its first line is ``FOREIGN_KEYS_OFF``)."""
+        return self.sql.lstrip().startswith(FOREIGN_KEYS_OFF)
 
 
 def bundled_migrations() -> tuple[Migration, ...]:
@@ -57,15 +72,39 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] | None =
     for migration in migrations:
         if migration.name in done:
             continue
-        with transaction(conn):
+        rebuilds = migration.rebuilds_tables
+        with _foreign_keys_off(conn) if rebuilds else nullcontext(), transaction(conn):
             for statement in _statements(migration.sql):
                 conn.execute(statement)
+            if rebuilds:
+                _check_foreign_keys(conn, migration.name)
             conn.execute(
                 "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
                 (migration.name, time.time()),
             )
         ran.append(migration.name)
     return ran
+
+
+@contextmanager
+def _foreign_keys_off(conn: sqlite3.Connection) -> Iterator[None]:
+    # A no-op inside a transaction, so it is set around the migration's own.
+    was_on = bool(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+    finally:
+        if was_on:
+            conn.execute("PRAGMA foreign_keys=ON")
+
+
+def _check_foreign_keys(conn: sqlite3.Connection, name: str) -> None:
+    broken = conn.execute("PRAGMA foreign_key_check").fetchone()
+    if broken is not None:
+        raise ConfigError(
+            f"migration '{name}' would leave a row of {broken[0]} without its {broken[2]} row",
+            hint="the store is unchanged; report this with the store's schema",
+        )
 
 
 def _statements(sql: str) -> list[str]:
