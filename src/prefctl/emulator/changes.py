@@ -64,7 +64,7 @@ Filter values (what subscription filters match, see matching.py)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, get_args
 
 from prefctl.emulator._diff import (
@@ -157,17 +157,17 @@ def _update_events(old: WireDict, new: WireDict) -> list[ChangeEvent]:
     if not fields:
         return []
     profile_id = new.get("ProfileId", old.get("ProfileId"))
-    return [
+    events = [
         make_event("profile.updated", {"ProfileId": profile_id, "ChangedFields": fields}),
         make_event("profile.updatedfull", new),
-        *_standard_field_events(old, new),
-        *_contact_events(old, new),
-        *preference_events(old, new),
-        *consent_events(old, new),
-        *custom_field_events(old, new),
-        *group_events(old, new),
-        *tag_events(old, new),
     ]
+    changed = frozenset(fields)
+    for keys, section in _SECTIONS:
+        # A section whose keys all compare equal (canonically, as ChangedFields does) has no
+        # element that changed, so it is not diffed (most updates touch one or two sections).
+        if not keys.isdisjoint(changed):
+            events += section(old, new)
+    return events
 
 
 def _standard_field_events(old: WireDict, new: WireDict) -> list[ChangeEvent]:
@@ -240,3 +240,17 @@ def _contact_events(old: WireDict, new: WireDict) -> list[ChangeEvent]:
                         make_event(f"contacts.{segment}.updated", after, previous, filter_values)
                     )
     return events
+
+
+_CONTACT_KEYS = frozenset(list_key for list_key, *_ in _CONTACT_LISTS)
+# The element sections of an update, in event order, with the top-level keys each one reads
+# (contact preferences live under the contact lists).
+_SECTIONS: tuple[tuple[frozenset[str], Callable[[WireDict, WireDict], list[ChangeEvent]]], ...] = (
+    (frozenset({"DefaultLocale", "RegistrationStatus", "CustomerName"}), _standard_field_events),
+    (_CONTACT_KEYS | {"CustomerType"}, _contact_events),
+    (_CONTACT_KEYS | {"ProfilePreferences"}, preference_events),
+    (frozenset({"Consents"}), consent_events),
+    (frozenset({"CustomFields"}), custom_field_events),
+    (frozenset({"Groups"}), group_events),
+    (frozenset({"Tags"}), tag_events),
+)
