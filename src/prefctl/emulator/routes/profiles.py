@@ -35,11 +35,14 @@ from prefctl.emulator.routes._common import (
     account_url,
     connection,
     created,
+    direct,
     get_ctx,
     json_response,
     no_content,
     parse_json,
     problems,
+    raw_body,
+    require,
     validate,
 )
 from prefctl.emulator.routes._patch import (
@@ -225,6 +228,25 @@ async def update_profile(
     return json_response(_written(result))
 
 
+_PROFILES_WRITE = require("profiles:write")
+_PATCH_MEDIA_TYPE = accepts(JSON_PATCH, MERGE_PATCH)
+
+
+@direct(update_profile)
+async def _update_profile_direct(request: Request) -> Response | None:
+    """``update_profile`` with its dependencies called as FastAPI calls them: the permission
+    (401/403), the media type (415), the body (413), then the id, here only when it is plain
+    digits in range (otherwise the declared route answers it)."""
+    params = request.path_params
+    profile_id = _plain_id(params["profile_id"])
+    if profile_id is None:
+        return None
+    principal = await _PROFILES_WRITE(request, params["service_client_id"], None)
+    media_type = await _PATCH_MEDIA_TYPE(request)
+    raw = await raw_body(request)
+    return await update_profile(request, principal, profile_id, media_type, raw)
+
+
 @router.post(
     "/profiles/{profile_id}/deactivate",
     response_model=Profile,
@@ -294,6 +316,17 @@ async def _write(
         return operation(writer)
 
     return await group_writer(ctx).run(write)
+
+
+def _plain_id(text: str) -> int | None:
+    """``text`` as an id when it is decimal digits without a leading zero, within 1..MAX_ID."""
+    if not (text.isascii() and text.isdigit()) or text[0] == "0" or len(text) > _MAX_ID_DIGITS:
+        return None
+    value = int(text)
+    return value if value <= MAX_ID else None
+
+
+_MAX_ID_DIGITS = len(str(MAX_ID))
 
 
 def _written(result: WriteResult) -> dict[str, Any]:
