@@ -21,6 +21,7 @@ from prefctl.emulator.oauth import (
 )
 from prefctl.errors import EXIT_AUTH, NotFoundError
 from prefctl.store.accounts import PERMISSIONS
+from prefctl.store.db import transaction
 
 BASE_URL = "http://127.0.0.1:8750"
 
@@ -167,3 +168,34 @@ def test_revoke_twice_reports_already_revoked(service: Service) -> None:
         second = admin.revoke(conn, service.clock, jti)
 
     assert (first.already_revoked, second.already_revoked) == (False, True)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE users SET is_active = 0 WHERE user_id = 'admin'",
+        "DELETE FROM users WHERE user_id = 'admin'",
+        "DELETE FROM oauth_clients",
+    ],
+    ids=["user deactivated", "user removed", "client removed"],
+)
+def test_bearer_token_of_an_inactive_or_removed_user_or_client_is_refused(
+    service: Service, change: str
+) -> None:
+    token = service.token()
+    with admin.open_admin_store(service.data_dir) as conn, transaction(conn):
+        conn.execute(change)
+
+    with pytest.raises(InvalidTokenError, match="no longer exists or is inactive"):
+        authenticate_bearer(service.ctx, f"Bearer {token}")
+
+
+def test_bearer_user_whose_permissions_were_withdrawn_holds_none(service: Service) -> None:
+    token = service.token()
+    with admin.open_admin_store(service.data_dir) as conn, transaction(conn):
+        conn.execute("DELETE FROM user_permissions WHERE user_id = 'admin'")
+
+    principal = authenticate_bearer(service.ctx, f"Bearer {token}")
+
+    assert principal.permissions == frozenset()
+    assert not principal.allows("profiles:read")

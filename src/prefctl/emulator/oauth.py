@@ -287,8 +287,8 @@ def authenticate_bearer(ctx: EmulatorContext, authorization: str | None) -> Prin
     Raises ``InvalidTokenError`` (exit code 3 if it ever reaches the CLI) when the header is missing
     or not Bearer, or the token is malformed, signed by an unknown key, tampered with, expired,
     revoked, issued by another issuer or for another audience, or its user is gone or inactive.
-    It reads the store (three primary-key lookups once the token's signature is cached; the
-    REST API calls it on the event loop, see ``routes._common.require``).
+    It reads the store (one query of four primary-key lookups once the token's signature is
+    cached; the REST API calls it on the event loop, see ``routes._common.require``).
     """
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -302,11 +302,16 @@ def verify_access_token(ctx: EmulatorContext, token: str) -> Principal:
     _check_claims(claims)
     if int(ctx.clock.now().timestamp()) >= claims["exp"]:
         raise InvalidTokenError("the access token has expired")
-    conn = ctx.connection()
-    if tokens.is_revoked(conn, claims["jti"]):
+    standing = tokens.token_standing(
+        ctx.connection(),
+        jti=claims["jti"],
+        client_id=claims["sub"],
+        service_client_id=claims["scid"],
+        user_id=claims["uid"],
+    )
+    if standing.revoked:
         raise InvalidTokenError("the access token has been revoked")
-    user = accounts.get_user(conn, claims["scid"], claims["uid"])
-    if user is None or not user.is_active or accounts.get_client(conn, claims["sub"]) is None:
+    if not standing.user_active or not standing.client_exists:
         raise InvalidTokenError("the access token's client or user no longer exists or is inactive")
     return Principal(
         client_id=claims["sub"],
@@ -316,7 +321,7 @@ def verify_access_token(ctx: EmulatorContext, token: str) -> Principal:
         jti=claims["jti"],
         issued_at=claims["iat"],
         expires_at=claims["exp"],
-        permissions=frozenset(user.permissions),
+        permissions=standing.permissions,
     )
 
 

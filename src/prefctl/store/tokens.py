@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
+import orjson
+
 
 @dataclass(frozen=True)
 class SigningKey:
@@ -73,9 +75,40 @@ def revoke_token(conn: sqlite3.Connection, jti: str, *, revoked_at: float) -> bo
     return cursor.rowcount == 1
 
 
-def is_revoked(conn: sqlite3.Connection, jti: str) -> bool:
-    row = conn.execute("SELECT 1 FROM revoked_tokens WHERE jti = ?", (jti,)).fetchone()
-    return row is not None
+@dataclass(frozen=True, slots=True)
+class TokenStanding:
+    """What the store says now of an access token's jti, client and user."""
+
+    revoked: bool
+    client_exists: bool
+    user_active: bool | None  # None: no such user
+    permissions: frozenset[str]
+
+
+def token_standing(
+    conn: sqlite3.Connection, *, jti: str, client_id: str, service_client_id: str, user_id: str
+) -> TokenStanding:
+    """Everything a REST request re-checks of its Bearer token, in one read (four primary-key
+    lookups; as four queries they were a tenth of the event loop's time on a PATCH)."""
+    row = conn.execute(
+        _STANDING_SQL,
+        {"jti": jti, "client": client_id, "account": service_client_id, "user": user_id},
+    ).fetchone()
+    return TokenStanding(
+        revoked=bool(row[0]),
+        client_exists=bool(row[1]),
+        user_active=None if row[2] is None else bool(row[2]),
+        permissions=frozenset(orjson.loads(row[3])),
+    )
+
+
+_STANDING_SQL = """
+SELECT EXISTS (SELECT 1 FROM revoked_tokens WHERE jti = :jti),
+       EXISTS (SELECT 1 FROM oauth_clients WHERE client_id = :client),
+       (SELECT is_active FROM users WHERE service_client_id = :account AND user_id = :user),
+       (SELECT json_group_array(permission) FROM user_permissions
+        WHERE service_client_id = :account AND user_id = :user)
+"""
 
 
 # -- client assertions -----------------------------------------------------------------------------

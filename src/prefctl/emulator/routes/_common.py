@@ -300,8 +300,8 @@ def require(permission: str) -> Authorize:
     the path's ``{service_client_id}`` or its user lacks ``permission``.
 
     It runs on the event loop: the token's signature is verified once per token (cached), and
-    what remains are three primary-key reads that WAL readers never wait for; a thread-pool hop
-    for them cost more CPU than the reads, on every request (bench/api.py).
+    what remains is one read of four primary-key lookups that WAL readers never wait for; a
+    thread-pool hop for it cost more CPU than the read, on every request (bench/api.py).
     """
     return _requirement(permission)
 
