@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from prefctl.clock import FakeClock
+from prefctl.emulator.fanout import Fanout
 from prefctl.emulator.writes import ProfileWriter
 from prefctl.errors import NotFoundError
 from prefctl.store import events, profiles, subscriptions
-from prefctl.store.db import transaction
+from prefctl.store.db import connect, transaction
 from prefctl.store.deliveries import claim_due
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
@@ -291,3 +292,33 @@ def test_pause_without_catch_up_drops_events(
     assert claim_due(conn, epoch(clock.now()), 10, 60, "e") == []
     writer.update(1001, lambda p: {**p, "Tags": [*p["Tags"], "after-resume"]})
     assert [s for _, _, s in _deliveries(conn)] == ["queued"]
+
+
+def test_shared_fanout_follows_subscription_changes_made_by_another_connection(
+    conn: sqlite3.Connection, clock: FakeClock, tmp_path: Path
+) -> None:
+    fanout = Fanout()  # one per emulator, shared by every write as the REST API does
+    other = connect(tmp_path / "store.db")  # the CLI, or the API's own connection
+
+    def deliveries_of_a_write() -> int:
+        writer = ProfileWriter(
+            conn, ACCOUNT, actor="a", clock=clock, rng=random.Random(), fanout=fanout
+        )
+        return writer.create({}).deliveries
+
+    counts = [deliveries_of_a_write()]
+    first = _sub(other, 1)  # both select profile.created
+    counts.append(deliveries_of_a_write())
+    second = _sub(other, 2)
+    counts.append(deliveries_of_a_write())
+    with transaction(other):
+        subscriptions.set_state(other, ACCOUNT, first, "Paused", actor="a", now=1.0)
+    counts.append(deliveries_of_a_write())
+    with transaction(other):
+        subscriptions.delete_subscription(other, ACCOUNT, second)
+    counts.append(deliveries_of_a_write())
+    with transaction(other):
+        subscriptions.set_state(other, ACCOUNT, first, "Active", actor="a", now=2.0)
+    counts.append(deliveries_of_a_write())
+    other.close()
+    assert counts == [0, 1, 2, 1, 0, 1]

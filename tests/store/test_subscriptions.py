@@ -233,3 +233,18 @@ def test_delete_subscription_frees_its_url_and_types(conn: sqlite3.Connection) -
     assert subscriptions.get_subscription(conn, ACCOUNT, subscription_id) is None
     assert subscriptions.find_conflict(conn, ACCOUNT, URL, ["contacts.email.added"]) is None
     assert add_subscription(conn, subscription_body(URL, EMAIL_ADDED)) > subscription_id
+
+
+def test_subscriptions_version_moves_with_every_subscription_change(
+    conn: sqlite3.Connection,
+) -> None:
+    seen = [subscriptions.subscriptions_version(conn)]
+    subscription_id = add_subscription(conn, subscription_body(URL))  # insert + provisioned
+    seen.append(subscriptions.subscriptions_version(conn))
+    with transaction(conn):
+        subscriptions.set_state(conn, ACCOUNT, subscription_id, "Paused", actor="a", now=1.0)
+    seen.append(subscriptions.subscriptions_version(conn))
+    with transaction(conn):
+        subscriptions.delete_subscription(conn, ACCOUNT, subscription_id)
+    seen.append(subscriptions.subscriptions_version(conn))
+    assert seen == sorted(set(seen))  # strictly increasing: each change moved it

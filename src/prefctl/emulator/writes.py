@@ -9,7 +9,8 @@ Every REST profile write goes through a ``ProfileWriter``. One call:
    nothing and emits nothing);
 3. stores the profile (or deletes it), the events (one EventId each, from the injected rng) and
    one delivery per event and matching subscription: queued for Succeeded + Active ones, held for
-   Succeeded + Paused with CatchUpOnResume, none otherwise.
+   Succeeded + Paused with CatchUpOnResume, none otherwise (``emulator.fanout``; pass the
+   emulator's one ``Fanout`` so that the targets are not re-read by every write).
 
 All of it commits together or not at all. Bulk import writes profiles without events
 (``store/imports.py``).
@@ -32,12 +33,12 @@ import orjson
 
 from prefctl.clock import Clock
 from prefctl.emulator.changes import Operation, events_for_change
-from prefctl.emulator.matching import selector_for
+from prefctl.emulator.fanout import Fanout
 from prefctl.errors import NotFoundError
 from prefctl.store import events as event_store
-from prefctl.store import profiles, subscriptions
+from prefctl.store import profiles
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import NewDelivery, add_deliveries
+from prefctl.store.deliveries import add_deliveries
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
 
@@ -66,7 +67,8 @@ class WriteResult:
 
 
 class ProfileWriter:
-    """Profile operations of one account by one API user (``actor`` fills Edited)."""
+    """Profile operations of one account by one API user (``actor`` fills Edited); ``fanout``
+    caches the account's fan-out targets across writers (a fresh one when not given)."""
 
     def __init__(
         self,
@@ -76,12 +78,14 @@ class ProfileWriter:
         actor: str,
         clock: Clock,
         rng: random.Random,
+        fanout: Fanout | None = None,
     ) -> None:
         self._conn = conn
         self._account = account
         self._actor = actor
         self._clock = clock
         self._rng = rng
+        self._fanout = fanout or Fanout()
 
     def create(self, body: Mapping[str, Any]) -> WriteResult:
         """POST /profiles: a new profile (next ProfileId) → profile.created."""
@@ -173,16 +177,9 @@ class ProfileWriter:
             for change in changes
         ]
         rowids = event_store.insert_events(self._conn, self._account, new_events)
-        targets = [
-            (target, selector_for(target.selections_json))
-            for target in subscriptions.fanout_targets(self._conn, self._account)
-        ]
-        rows = [
-            NewDelivery(rowid, target.subscription_id, target.held)
-            for rowid, change in zip(rowids, changes, strict=True)
-            for target, selector in targets
-            if selector.matches(change)
-        ]
+        rows = self._fanout.deliveries(
+            self._conn, self._account, zip(rowids, changes, strict=True)
+        )
         count = add_deliveries(self._conn, rows, now=now)
         written = tuple(WrittenEvent(e.event_id, e.event_type) for e in new_events)
         return WriteResult(None if operation == "delete" else new, written, count)

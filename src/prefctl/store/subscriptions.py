@@ -49,6 +49,7 @@ __all__ = [
     "set_provisioning_state",
     "set_state",
     "start_validation",
+    "subscriptions_version",
 ]
 
 State = Literal["Active", "Paused"]
@@ -324,6 +325,12 @@ def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]
         (account,),
     )
     return [FanoutTarget(row[0], row[1], row[2] == "Paused") for row in rows]
+
+
+def subscriptions_version(conn: sqlite3.Connection) -> int:
+    """A number that changes whenever any subscription does (triggers of migration 0007): what
+    the profile write path reads before re-reading ``fanout_targets``."""
+    return int(conn.execute("SELECT version FROM subscriptions_version").fetchone()[0])
 
 
 # -- handshake bookkeeping --------------------------------------------------------------------------

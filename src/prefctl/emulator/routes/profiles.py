@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
+from prefctl.emulator.fanout import Fanout
 from prefctl.emulator.group_writer import group_writer
 from prefctl.emulator.routes._common import (
     JsonContent,
@@ -309,9 +310,16 @@ async def _write(
     # EventIds must not repeat after a restart, so never the (possibly seeded) ctx.rng.
     rng = ctx.shared("profiles.event_rng", random.Random)
 
+    fanout = ctx.shared("profiles.fanout", Fanout)
+
     def write(conn: sqlite3.Connection) -> WriteResult:
         writer = ProfileWriter(
-            conn, principal.service_client_id, actor=principal.user_id, clock=ctx.clock, rng=rng
+            conn,
+            principal.service_client_id,
+            actor=principal.user_id,
+            clock=ctx.clock,
+            rng=rng,
+            fanout=fanout,
         )
         return operation(writer)
 
