@@ -273,12 +273,14 @@ COMPONENTS = (
     ("insert_events", "insert_events (prefctl/store/events.py"),
     ("save_profile", "save_profile (prefctl/store/profiles.py"),
     ("get_profile", "get_profile (prefctl/store/profiles.py"),
-    ("fanout_targets", "fanout_targets (prefctl/store/subscriptions.py"),
-    ("matches (selection per event and subscription)", "matches (prefctl/emulator/matching.py"),
+    (
+        "fan-out: targets and matching (emulator/fanout.py)",
+        "deliveries (prefctl/emulator/fanout.py",
+    ),
     ("events_for_change (event generation)", "events_for_change (prefctl/emulator/changes.py"),
     ("route: patch, validate, dump (routes/profiles.py)", "change (prefctl/emulator/routes/"),
     ("authenticate_bearer (JWT + token checks)", "authenticate_bearer (prefctl/emulator/oauth.py"),
-    ("ProfileWriter other (deepcopy, prepare)", "ProfileWriter."),
+    ("ProfileWriter other (copy, prepare)", "ProfileWriter."),
 )
 
 

@@ -177,9 +177,7 @@ class ProfileWriter:
             for change in changes
         ]
         rowids = event_store.insert_events(self._conn, self._account, new_events)
-        rows = self._fanout.deliveries(
-            self._conn, self._account, zip(rowids, changes, strict=True)
-        )
+        rows = self._fanout.deliveries(self._conn, self._account, zip(rowids, changes, strict=True))
         count = add_deliveries(self._conn, rows, now=now)
         written = tuple(WrittenEvent(e.event_id, e.event_type) for e in new_events)
         return WriteResult(None if operation == "delete" else new, written, count)

@@ -11,7 +11,7 @@ never fails half-way on a lock upgrade.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,3 +81,34 @@ def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+# Rows per execution of a multi-row statement at most (see ``execute_rows``).
+MAX_ROWS_PER_STATEMENT = 64
+
+
+def execute_rows(
+    conn: sqlite3.Connection,
+    statement: Callable[[int], str],
+    rows: Sequence[Sequence[object]],
+    *,
+    first: Sequence[object] = (),
+) -> list[sqlite3.Row]:
+    """Run a multi-row statement (``INSERT … VALUES (…), (…)``) over ``rows``; returns what its
+    executions returned (``RETURNING``), in execution order.
+
+    ``statement(n)`` is the SQL for ``n`` rows, taking ``first`` then each row's parameters. It
+    runs for 64, 32, … 1 rows, the binary digits of the count, so at most seven SQL texts per
+    statement exist (cache ``statement`` so that sqlite3 reuses their prepared statements). A write
+    of tens of rows costs about a third less than ``executemany``, which steps once per row.
+    """
+    returned: list[sqlite3.Row] = []
+    start = 0
+    while start < len(rows):
+        size = min(MAX_ROWS_PER_STATEMENT, 1 << (len(rows) - start).bit_length() - 1)
+        params = list(first)
+        for row in rows[start : start + size]:
+            params += row
+        returned += conn.execute(statement(size), params).fetchall()
+        start += size
+    return returned

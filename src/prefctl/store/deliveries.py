@@ -31,7 +31,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from prefctl.store.db import transaction
+from prefctl.store.db import execute_rows, transaction
 from prefctl.store.timestamps import wire_time
 from prefctl.webhooks.envelope import build_event, encode
 
@@ -180,20 +180,9 @@ def add_deliveries(
     events happen over a stretch of time, is written in one call)."""
     rows = [(d.event_rowid, d.subscription_id, d.held) for d in deliveries]
     # A profile write adds about 50 rows: a statement per row (executemany) or rows unpacked from
-    # JSON in SQL cost more than the rows themselves, so a few multi-row INSERTs of 64, 32, … 1
-    # rows (the binary digits of the count; each statement is prepared once and cached).
-    start = 0
-    while start < len(rows):
-        size = min(_MAX_ROWS, 1 << (len(rows) - start).bit_length() - 1)
-        params: list[object] = [now]
-        for row in rows[start : start + size]:
-            params += row
-        conn.execute(_insert_sql(size), params)
-        start += size
+    # JSON in SQL cost more than the rows themselves.
+    execute_rows(conn, _insert_sql, rows, first=(now,))
     return len(rows)
-
-
-_MAX_ROWS = 64
 
 
 @functools.cache
