@@ -1,0 +1,143 @@
+"""The emulator's PATCH path without the HTTP server: a steadier figure than bench/api.py's.
+
+This host's speed drifts between batches of runs, and bench/api.py's throughput with it, so a
+change to the PATCH path is judged here: the emulator's ASGI app is driven in-process (no socket,
+no uvicorn) with the same store (10 subscriptions selecting every event a PATCH produces) and the
+same merge patches, 32 at a time, through the real routes, token check, writer thread and store.
+It prints the process CPU per PATCH (all threads). For a figure the host's speed cannot move,
+count instructions (on a fresh store each time; the key set-up varies, so compare differences):
+
+    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py --rounds 0
+    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py --rounds 20
+    # (instructions of the second - the first) / (20 x 32) = instructions per PATCH
+
+Run: ``.venv/bin/python bench/api_inprocess.py [--rounds 30]``. Results in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from api import PROFILES, prepare_store
+
+CONCURRENT = 32
+Headers = list[tuple[bytes, bytes]]
+
+
+class InProcess:
+    """An emulator app called directly with ASGI scopes."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from prefctl.emulator import paths
+        from prefctl.emulator.app import EmulatorContext, create_app
+
+        self.ctx = EmulatorContext(
+            store_path=paths.store_path(data_dir), base_url="http://127.0.0.1:8750"
+        )
+        # Seeded EventIds: the same index pages are touched from run to run.
+        self.ctx.shared("profiles.event_rng", lambda: random.Random(7))
+        self.app = create_app(self.ctx)
+
+    async def call(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, Any]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        raw: Headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        raw.append((b"content-length", str(len(body)).encode()))
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": raw,
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8750),
+            "state": {},
+        }
+        await self.app(scope, receive, send)
+        content = b"".join(message.get("body", b"") for message in sent[1:])
+        return sent[0]["status"], json.loads(content or b"null")
+
+
+async def run(rounds: int) -> tuple[float, int]:
+    """(process CPU seconds of the PATCH rounds, PATCHes sent)."""
+    with tempfile.TemporaryDirectory(prefix="prefctl-bench-inprocess-") as tmp:
+        data_dir = Path(tmp) / "data"
+        creds = prepare_store(data_dir)
+        app = InProcess(data_dir)
+        basic = base64.b64encode(f"{creds['client_id']}:{creds['client_secret']}".encode())
+        form = f"grant_type=client_credentials&scope={creds['account']}/{creds['user_id']}"
+        status, answer = await app.call(
+            "POST",
+            "/oauth2/v1/token",
+            form.encode(),
+            {
+                "Authorization": f"Basic {basic.decode()}",
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+        )
+        assert status == 200, answer
+        bearer = f"Bearer {answer['access_token']}"
+        api = f"/api/v1/{creds['account']}"
+        profile = {"CustomerName": {"FirstName": "Ann", "LastName": "Lee"}, "Tags": ["start"]}
+        created = [
+            await app.call(
+                "POST",
+                f"{api}/profiles",
+                json.dumps(profile).encode(),
+                {"Authorization": bearer, "Content-Type": "application/json"},
+            )
+            for _ in range(PROFILES)
+        ]
+        ids = [body["ProfileId"] for _, body in created]
+        patch_headers = {"Authorization": bearer, "Content-Type": "application/merge-patch+json"}
+
+        async def patch(n: int) -> None:
+            body = json.dumps({"CustomerName": {"FirstName": f"N{n}"}, "Tags": [f"t{n}"]})
+            status, answer = await app.call(
+                "PATCH", f"{api}/profiles/{ids[n % len(ids)]}", body.encode(), patch_headers
+            )
+            assert status == 200, answer
+
+        started = time.process_time()
+        for number in range(rounds):
+            await asyncio.gather(*(patch(number * CONCURRENT + k) for k in range(CONCURRENT)))
+        spent = time.process_time() - started
+        from prefctl.emulator.group_writer import group_writer
+
+        group_writer(app.ctx).stop()
+        app.ctx.close()
+        return spent, rounds * CONCURRENT
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help=f"rounds of {CONCURRENT} PATCHes")
+    options = parser.parse_args()
+    spent, patches = asyncio.run(run(options.rounds))
+    if patches:
+        print(f"{patches} PATCHes in-process: {spent / patches * 1000:.3f} ms CPU per PATCH")
+
+
+if __name__ == "__main__":
+    main()
