@@ -143,3 +143,16 @@ def test_purge_events_drops_old_events_with_their_deliveries(conn: sqlite3.Conne
     assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 1
     with transaction(conn):
         assert events.purge_events(conn, now) == 0
+
+
+def test_insert_events_returns_the_ids_stored_in_order_with_or_without_a_transaction(
+    conn: sqlite3.Connection,
+) -> None:
+    first = _store(conn, _event(1), _event(2), _event(3))
+    later = events.insert_events(conn, ACCOUNT, [_event(4), _event(5)])  # its own transaction
+    stored = dict(conn.execute("SELECT event_id, id FROM events").fetchall())
+    assert [stored[f"00000000-0000-4000-8000-{n:012d}"] for n in range(1, 6)] == first + later
+    assert first + later == list(range(first[0], first[0] + 5))
+    with pytest.raises(sqlite3.IntegrityError):  # an EventId is stored once, and a failing call
+        events.insert_events(conn, ACCOUNT, [_event(6), _event(1)])
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 5  # stores nothing

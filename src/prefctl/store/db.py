@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from prefctl.errors import ConfigError
@@ -55,6 +55,12 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
+    """A transaction of its own, or a part of the caller's when one is open (no savepoint:
+    the caller's transaction is all or nothing already)."""
+    return nullcontext() if conn.in_transaction else transaction(conn)
 
 
 @contextmanager

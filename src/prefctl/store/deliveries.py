@@ -25,13 +25,12 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import orjson
 
-from prefctl.store.db import execute_rows, transaction
+from prefctl.store.db import atomic, execute_rows
 from prefctl.store.timestamps import wire_time
 from prefctl.webhooks.envelope import build_event, encode
 
@@ -166,12 +165,6 @@ class RecordOutcome:
     stale: list[int]
 
 
-def _atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
-    """A transaction of its own, or a part of the caller's when one is open (no savepoint:
-    the caller's transaction is all or nothing already)."""
-    return nullcontext() if conn.in_transaction else transaction(conn)
-
-
 def add_deliveries(
     conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float | None
 ) -> int:
@@ -270,7 +263,7 @@ def claim_due(
     stay queued and are stepped over until it is.
     """
     lease_until = now + lease_seconds
-    with _atomic(conn):
+    with atomic(conn):
         # A write statement costs several reads: look before taking back (expiries are rare).
         expired = conn.execute(
             "SELECT 1 FROM deliveries INDEXED BY deliveries_leases"
@@ -349,7 +342,7 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
                 f"delivery {result.delivery_id}: a queued result needs next_attempt_at"
             )
     applied: set[int] = set()
-    with _atomic(conn):
+    with atomic(conn):
         cursor = conn.cursor()
         cursor.row_factory = None
         for r in results:
@@ -409,7 +402,7 @@ def _attempt_row(delivery_id: int, a: Attempt) -> tuple[Any, ...]:
 
 def release_claims(conn: sqlite3.Connection, owner: str) -> int:
     """Give back every lease ``owner`` holds (a clean shutdown), unchanged and due as before."""
-    with _atomic(conn):
+    with atomic(conn):
         cursor = conn.execute(
             "UPDATE deliveries INDEXED BY deliveries_leases"
             " SET state = 'queued', lease_owner = NULL, lease_until = NULL"
