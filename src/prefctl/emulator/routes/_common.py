@@ -250,9 +250,9 @@ def direct(endpoint: Callable[..., Any]) -> Callable[[DirectLane], DirectLane]:
     """Register a hand-written lane for a hot route: it calls the route's dependencies itself, in
     the order FastAPI would, then the endpoint, skipping FastAPI's per-request dependency solving
     (a third of the event loop's time on a PATCH; bench/api.py). It returns None, before it has
-    read the body, for any request it does not take plainly (an unusual path parameter); the
-    declared route then answers it, so the two can only differ where a test compares them
-    (tests/emulator/routes/test_direct_lanes.py)."""
+    read the body, for any request it does not take plainly (an unusual path parameter), and the
+    declared route answers that one. tests/emulator/routes/test_direct_lanes.py holds a lane's
+    answers equal to its declared route's for every kind of request."""
 
     def register(lane: DirectLane) -> DirectLane:
         _DIRECT_LANES[endpoint] = lane
