@@ -88,8 +88,8 @@ class TokenStanding:
 def token_standing(
     conn: sqlite3.Connection, *, jti: str, client_id: str, service_client_id: str, user_id: str
 ) -> TokenStanding:
-    """Everything a REST request re-checks of its Bearer token, in one read (four primary-key
-    lookups; as four queries they were a tenth of the event loop's time on a PATCH)."""
+    """Everything a REST request re-checks of its Bearer token, in one read of four primary-key
+    lookups (~16 µs here; the four queries and the User object it replaces took ~40 µs)."""
     row = conn.execute(
         _STANDING_SQL,
         {"jti": jti, "client": client_id, "account": service_client_id, "user": user_id},
