@@ -178,23 +178,22 @@ def add_deliveries(
     return len(rows)
 
 
+# One row of a deliveries INSERT: ?1 is now, then each row binds its event rowid (e),
+# subscription id (s) and held flag (h). Only these parameter numbers are formatted in.
+_AT = "IIF(?{h}, NULL, coalesce(?1, (SELECT original_event_time FROM events WHERE id = ?{e})))"
+_ROW = "(?{e}, ?{s}, IIF(?{h}, 'held', 'queued'), " + _AT + ", " + _AT + ")"
+
+
 @functools.cache
 def _insert_sql(rows: int) -> str:
-    # Only parameter numbers are formatted in: ?1 is now, and row i binds its event rowid,
-    # subscription id and held flag after it.
-    def values(row: int) -> str:
-        event, subscription, held = 3 * row + 2, 3 * row + 3, 3 * row + 4
-        at = f"IIF(?{held}, NULL, coalesce(?1, {_EVENT_TIME}?{event})))"
-        return f"(?{event}, ?{subscription}, IIF(?{held}, 'held', 'queued'), {at}, {at})"
-
-    return _INSERT + ", ".join(values(row) for row in range(rows))
+    values = ", ".join(_ROW.format(e=3 * i + 2, s=3 * i + 3, h=3 * i + 4) for i in range(rows))
+    return _INSERT + values
 
 
 _INSERT = (
     "INSERT INTO deliveries (event_rowid, subscription_id, state, event_time, next_attempt_at)"
     " VALUES "
 )
-_EVENT_TIME = "(SELECT original_event_time FROM events WHERE id = "
 
 
 # The columns of _CLAIM_SQL: ClaimedDelivery's fields but the last, in order.
