@@ -45,6 +45,7 @@ from prefctl.emulator.routes._common import (
     MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
     ProblemError,
+    lane_routes,
     permission_of,
     problem_for,
     problem_response,
@@ -90,6 +91,8 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     routers: list[APIRouter] = [importlib.import_module(module).router for module in modules]
     for router in routers:
         app.include_router(router)
+    # Routes with a direct lane are matched first, without walking the table (see LaneRoute).
+    app.router.routes[:0] = lane_routes(routers)
     permissions = _permissions(routers)
 
     def openapi() -> dict[str, Any]:

@@ -5,15 +5,21 @@ status, the problem or profile body and the headers a client reads must be the s
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
+from starlette.routing import Match
 
 from prefctl.clock import SystemClock
 from prefctl.emulator import admin
+from prefctl.emulator.api import OPTIONAL_ROUTERS, ROUTERS
+from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.routes import _common
-from prefctl.emulator.routes._common import MAX_BODY_BYTES
+from prefctl.emulator.routes._common import MAX_BODY_BYTES, LaneRoute
 from prefctl.emulator.routes.profiles import update_profile
 from prefctl.store.accounts import PERMISSIONS
 from tests.emulator.routes._api import JSON_PATCH, MERGE_PATCH, Api, issue_token
@@ -64,6 +70,11 @@ CASES: list[Case] = [
     ("id not a number", lambda _: "/profiles/abc", {"Content-Type": MERGE_PATCH}, b"{}"),
     ("id beyond 64 bits", lambda _: "/profiles/" + "9" * 20, {"Content-Type": MERGE_PATCH}, b"{}"),
     ("id and token bad", lambda _: "/profiles/abc", {"Authorization": "Bearer x"}, b"{}"),
+    # Paths next to the lane's (the answers name the path, so a fixed id): another route's path
+    # (405), a trailing slash (redirected), the collection (405).
+    ("another route's path", lambda _: "/profiles/1001/deactivate", {}, b"{}"),
+    ("trailing slash", lambda _: "/profiles/1001/", {"Content-Type": MERGE_PATCH}, b"{}"),
+    ("the collection", lambda _: "/profiles", {"Content-Type": MERGE_PATCH}, b"{}"),
 ]
 
 
@@ -111,3 +122,34 @@ def test_direct_lane_patch_refuses_a_user_without_the_permission_as_declared(
     declared = _answer(api, case, token)
     assert through_lane == declared
     assert through_lane[0] == 403
+
+
+def test_the_lane_route_is_matched_first_and_claims_only_what_the_declared_walk_gives_it() -> None:
+    # LaneRoute answers the route-table walk for PATCH /profiles/{id}. It may claim a request only
+    # when no other declared route matches it fully, so the walk would have picked its route too.
+    app = create_app(EmulatorContext(store_path=Path("unused.db"), base_url="http://127.0.0.1:1"))
+    first = app.router.routes[0]
+    assert isinstance(first, LaneRoute)
+    assert first.route.endpoint is update_profile
+    modules = [f"prefctl.emulator.routes.{name}" for name in (*ROUTERS, *OPTIONAL_ROUTERS)]
+    declared = [r for r in app.router.routes if isinstance(r, APIRoute)] + [
+        route for module in modules for route in import_module(module).router.routes
+    ]
+    prefix = "/api/v1/ACME"
+    for method, path, claimed in [
+        ("PATCH", f"{prefix}/profiles/1001", True),
+        ("PATCH", f"{prefix}/profiles/abc", True),
+        ("GET", f"{prefix}/profiles/1001", False),
+        ("PUT", f"{prefix}/profiles/1001", False),
+        ("PATCH", f"{prefix}/profiles/1001/deactivate", False),
+        ("PATCH", f"{prefix}/profiles", False),
+        ("PATCH", f"{prefix}/subscriptions/1", False),
+        ("PATCH", "/healthz", False),
+    ]:
+        scope = {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
+        match, child = first.matches(scope)
+        assert (match is Match.FULL) is claimed, (method, path)
+        full = [route.endpoint for route in declared if route.matches(scope)[0] is Match.FULL]
+        if claimed:
+            assert child["endpoint"] is update_profile
+            assert full == [update_profile], (method, path)
