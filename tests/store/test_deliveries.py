@@ -364,6 +364,41 @@ def test_hold_then_release_gives_a_new_event_time(
     assert {c.event_time for c in claimed} == {T0 + 600}
 
 
+def test_pause_and_resume_touch_only_their_subscription(
+    conn: sqlite3.Connection, subscription_id: int
+) -> None:
+    other = add_subscription(conn, subscription_body("https://hooks.example/other"))
+    mine = _queue(conn, subscription_id, 3)
+    theirs = _queue(conn, other, 2, start=10)
+    claim_due(conn, T0, 1, 60, "e")  # one of mine in flight: neither held nor dropped
+    with transaction(conn):
+        assert deliveries.hold_queued(conn, subscription_id) == 2
+        assert deliveries.hold_queued(conn, other) == 2
+        assert deliveries.release_held(conn, other, now=T0 + 5) == 2
+    more = _queue(conn, subscription_id, 1, start=20)  # queued while held ones wait
+    with transaction(conn):
+        assert deliveries.drop_pending(conn, subscription_id) == 3
+
+    def states(ids: list[int]) -> list[str]:
+        return [row["state"] if (row := _state(conn, d)) else "gone" for d in ids]
+
+    assert states(mine) == ["in_flight", "gone", "gone"]
+    assert states(more) == ["gone"]
+    assert states(theirs) == ["queued", "queued"]
+
+
+def test_deleting_a_subscription_takes_its_deliveries_only(
+    conn: sqlite3.Connection, subscription_id: int
+) -> None:
+    other = add_subscription(conn, subscription_body("https://hooks.example/other"))
+    _queue(conn, subscription_id, 3)
+    theirs = _queue(conn, other, 2, start=10)
+    with transaction(conn):
+        subscriptions.delete_subscription(conn, ACCOUNT, subscription_id)
+    rows = conn.execute("SELECT id FROM deliveries ORDER BY id").fetchall()
+    assert [row[0] for row in rows] == theirs
+
+
 def test_requeue_starts_a_dead_letter_over_and_keeps_its_log(
     conn: sqlite3.Connection, subscription_id: int
 ) -> None:

@@ -414,7 +414,8 @@ def release_claims(conn: sqlite3.Connection, owner: str) -> int:
 def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
     """Pause with catch-up: queued deliveries wait as ``held`` (they get a new EventTime later)."""
     cursor = conn.execute(
-        "UPDATE deliveries SET state = 'held', event_time = NULL, next_attempt_at = NULL"
+        "UPDATE deliveries INDEXED BY deliveries_due"
+        " SET state = 'held', event_time = NULL, next_attempt_at = NULL"
         " WHERE subscription_id = ? AND state = 'queued'",
         (subscription_id,),
     )
@@ -423,17 +424,25 @@ def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
 
 def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
     """Pause without catch-up: queued and held deliveries are dropped."""
-    cursor = conn.execute(
-        "DELETE FROM deliveries WHERE subscription_id = ? AND state IN ('queued', 'held')",
+    # One statement per state, so that each reads its partial index (schema 0008).
+    queued = conn.execute(
+        "DELETE FROM deliveries INDEXED BY deliveries_due"
+        " WHERE subscription_id = ? AND state = 'queued'",
         (subscription_id,),
     )
-    return cursor.rowcount
+    held = conn.execute(
+        "DELETE FROM deliveries INDEXED BY deliveries_held"
+        " WHERE subscription_id = ? AND state = 'held'",
+        (subscription_id,),
+    )
+    return queued.rowcount + held.rowcount
 
 
 def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) -> int:
     """Resume: held deliveries are queued, due now, with EventTime ``now``."""
     cursor = conn.execute(
-        "UPDATE deliveries SET state = 'queued', event_time = ?, next_attempt_at = ?"
+        "UPDATE deliveries INDEXED BY deliveries_held"
+        " SET state = 'queued', event_time = ?, next_attempt_at = ?"
         " WHERE subscription_id = ? AND state = 'held'",
         (now, now, subscription_id),
     )
