@@ -12,8 +12,10 @@ Every REST profile write goes through a ``ProfileWriter``. One call:
    Succeeded + Paused with CatchUpOnResume, none otherwise (``emulator.fanout``; pass the
    emulator's one ``Fanout`` so that the targets are not re-read by every write).
 
-All of it commits together or not at all. Bulk import writes profiles without events
-(``store/imports.py``).
+All of it commits together or not at all: a call opens its own transaction, or, inside the
+caller's, is part of it (the group writer runs each write in a savepoint of its own, so a second
+savepoint here would only cost two statements per write). Bulk import writes profiles without
+events (``store/imports.py``).
 
     >>> writer = ProfileWriter(conn, "DEMO_CORP", actor="admin", clock=clock, rng=rng)
     >>> result = writer.create({"Emails": [{"Address": "ann@example.com"}]})
@@ -37,7 +39,7 @@ from prefctl.emulator.fanout import Fanout
 from prefctl.errors import NotFoundError
 from prefctl.store import events as event_store
 from prefctl.store import profiles
-from prefctl.store.db import transaction
+from prefctl.store.db import atomic
 from prefctl.store.deliveries import add_deliveries
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
@@ -89,20 +91,20 @@ class ProfileWriter:
 
     def create(self, body: Mapping[str, Any]) -> WriteResult:
         """POST /profiles: a new profile (next ProfileId) → profile.created."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             profile_id = profiles.next_profile_id(self._conn, self._account)
             return self._store("create", None, self._prepare(body, profile_id, None))
 
     def replace(self, profile_id: int, body: Mapping[str, Any]) -> WriteResult:
         """PUT /profiles/{id}: overwrite the profile → profile.replaced."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             old = self._load(profile_id)
             return self._store("replace", old, self._prepare(body, profile_id, old))
 
     def update(self, profile_id: int, change: ProfileChange) -> WriteResult:
         """PATCH /profiles/{id}: ``change`` builds the new body from the stored profile →
         profile.updated, profile.updatedfull and the element events (nothing if unchanged)."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             old = self._load(profile_id)
             # A JSON round trip copies a wire profile several times faster than deepcopy.
             new = self._prepare(change(orjson.loads(orjson.dumps(old))), profile_id, old)
@@ -110,7 +112,7 @@ class ProfileWriter:
 
     def deactivate(self, profile_id: int, reason: str | None = None) -> WriteResult:
         """POST …/deactivate: IsActive false with the reason → profile.deactivated."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             old = self._load(profile_id)
             new = self._prepare(old, profile_id, old)
             new["IsActive"] = False
@@ -121,7 +123,7 @@ class ProfileWriter:
 
     def reactivate(self, profile_id: int) -> WriteResult:
         """POST …/reactivate: IsActive true, ReasonCode cleared → profile.reactivated."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             old = self._load(profile_id)
             new = self._prepare(old, profile_id, old)
             new["IsActive"] = True
@@ -130,7 +132,7 @@ class ProfileWriter:
 
     def delete(self, profile_id: int, reason_code: str | None = None) -> WriteResult:
         """DELETE /profiles/{id}: removed for good → profile.deleted with the reason code."""
-        with transaction(self._conn):
+        with atomic(self._conn):
             old = self._load(profile_id)
             gone = dict(old)
             if reason_code is not None:
