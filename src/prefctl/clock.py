@@ -92,8 +92,8 @@ class FakeClock:
 
 def utc_timestamp(moment: datetime) -> str:
     """RFC 3339 UTC with milliseconds, the wire format: ``2026-11-21T19:20:30.123Z``."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # isoformat cuts to milliseconds the way ``microsecond // 1000`` does, faster than strftime.
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
