@@ -5,10 +5,15 @@ change to the PATCH path is judged here: the emulator's ASGI app is driven in-pr
 no uvicorn) with the same store (10 subscriptions selecting every event a PATCH produces) and the
 same merge patches, 32 at a time, through the real routes, token check, writer thread and store.
 It prints the process CPU per PATCH (all threads). For a figure the host's speed cannot move,
-count instructions (on a fresh store each time; the key set-up varies, so compare differences):
+count instructions, with the same signing key in both runs (generating an RSA key costs a
+different number of instructions every time: hundreds of millions; ``--signing-key`` writes one to
+the file the first time and reuses it after):
 
-    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py --rounds 0
-    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py --rounds 20
+    export PYTHONHASHSEED=0
+    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py \
+        --rounds 0 --signing-key /tmp/bench-key.pem
+    valgrind --tool=cachegrind --cache-sim=no .venv/bin/python bench/api_inprocess.py \
+        --rounds 20 --signing-key /tmp/bench-key.pem
     # (instructions of the second - the first) / (20 x 32) = instructions per PATCH
 
 Run: ``.venv/bin/python bench/api_inprocess.py [--rounds 30]``. Results in docs/performance.md.
@@ -79,11 +84,46 @@ class InProcess:
         return sent[0]["status"], json.loads(content or b"null")
 
 
-async def run(rounds: int) -> tuple[float, int]:
+def store_signing_key(data_dir: Path, pem_path: Path) -> None:
+    """Make the key in ``pem_path`` (created there if missing) the store's signing key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from prefctl.emulator import paths
+    from prefctl.emulator.keys import jwk_thumbprint
+    from prefctl.store import tokens
+    from prefctl.store.db import connect, transaction
+
+    if not pem_path.exists():
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        pem_path.chmod(0o600)
+    pem = pem_path.read_text()
+    private = serialization.load_pem_private_key(pem.encode(), password=None)
+    assert isinstance(private, rsa.RSAPrivateKey)
+    conn = connect(paths.store_path(data_dir))
+    try:
+        with transaction(conn):
+            if not tokens.signing_keys(conn):
+                kid = jwk_thumbprint(private.public_key())
+                tokens.add_signing_key(conn, tokens.SigningKey(kid, pem, time.time()))
+    finally:
+        conn.close()
+
+
+async def run(rounds: int, signing_key: Path | None = None) -> tuple[float, int]:
     """(process CPU seconds of the PATCH rounds, PATCHes sent)."""
     with tempfile.TemporaryDirectory(prefix="prefctl-bench-inprocess-") as tmp:
         data_dir = Path(tmp) / "data"
         creds = prepare_store(data_dir)
+        if signing_key is not None:
+            store_signing_key(data_dir, signing_key)
         app = InProcess(data_dir)
         basic = base64.b64encode(f"{creds['client_id']}:{creds['client_secret']}".encode())
         form = f"grant_type=client_credentials&scope={creds['account']}/{creds['user_id']}"
@@ -133,8 +173,13 @@ async def run(rounds: int) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help=f"rounds of {CONCURRENT} PATCHes")
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        help="PEM file of the emulator's signing key (written the first time): same key, same count",
+    )
     options = parser.parse_args()
-    spent, patches = asyncio.run(run(options.rounds))
+    spent, patches = asyncio.run(run(options.rounds, options.signing_key))
     if patches:
         print(f"{patches} PATCHes in-process: {spent / patches * 1000:.3f} ms CPU per PATCH")
 
