@@ -1,10 +1,12 @@
-"""What the bench scripts share: free ports, waiting for a server, and nginx as the ceiling.
+"""What the bench scripts share: free ports, waiting for a server, nginx as the ceiling, and the
+CPU time of a server and its child processes.
 
 Bench scripts run as ``python bench/NAME.py``, so this folder is on ``sys.path``.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -64,3 +66,30 @@ http {{
     return subprocess.Popen(
         ["nginx", "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log")]
     )
+
+
+def own_cpu_seconds(pid: int | str) -> float:
+    """User + system CPU seconds so far of process ``pid`` ("self" for this one); 0.0 once it
+    has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int | str) -> list[int]:
+    """The live child processes of ``pid``, started by any of its threads (nginx's worker, the
+    emulator's writer process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """CPU seconds so far of process ``pid`` and of its live children."""
+    return own_cpu_seconds(pid) + sum(own_cpu_seconds(child) for child in child_pids(pid))

@@ -12,9 +12,9 @@ PATCH when measured).
 
 Printed: PATCH requests/s, p50/p90/p99 latency, non-2xx answers, the events and deliveries the
 store gained per PATCH (a check that event generation and fan-out really ran), the server's CPU
-per request, and that CPU per thread group (event loop, writer thread, thread pool, dispatcher;
-the server runs through ``serve_emulator``, which names the OS threads). Target: ≥ 500 PATCH/s on
-this 2-core machine.
+per request, and that CPU per thread group (event loop, thread pool, dispatcher; the server runs
+through ``serve_emulator``, which names the OS threads) and in the writer process. Target:
+≥ 500 PATCH/s on this 2-core machine.
 
 ``--py-spy PATH`` samples the server with py-spy during the run and prints the functions holding
 most of the samples (own time and inclusive), the profile that guided the hot-path work.
@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import free_port
+from _common import child_pids, cpu_seconds, free_port, own_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "api_patch.lua"
@@ -206,22 +206,19 @@ def store_counts(store: Path) -> tuple[int, int, int]:
     return int(patches), int(events), int(deliveries)
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # Threads of the emulator by the name ``serve_emulator`` gives them (a prefix is enough).
 THREAD_GROUPS = (
     ("dispatcher", "prefctl-dispatc"),
     ("event loop", "MainThread"),
     ("thread pool", "AnyIO worker"),
-    ("writer", "prefctl-writer"),
+    ("writer", "prefctl-writer"),  # the writer thread of earlier versions
 )
+WRITER_PROCESS = "writer process"
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds so far per THREAD_GROUPS entry ("other" for the rest) of process ``pid``."""
+    """CPU seconds so far per THREAD_GROUPS entry ("other" for the rest) of process ``pid``,
+    and of its child processes as "writer process"."""
     spent: collections.Counter[str] = collections.Counter()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -231,6 +228,8 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
             continue  # the thread ended
         group = next((label for label, prefix in THREAD_GROUPS if name.startswith(prefix)), "other")
         spent[group] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for child in child_pids(pid):
+        spent[WRITER_PROCESS] += own_cpu_seconds(child)
     return dict(spent)
 
 
@@ -376,6 +375,7 @@ def main() -> None:
                             options.py_spy,
                             "record",
                             "--gil",
+                            "--subprocesses",  # the writer process
                             "--pid",
                             str(server.pid),
                             "--format",

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from _common import free_port, start_nginx, wait_healthy
+from _common import cpu_seconds, free_port, start_nginx, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "receiver_sign.lua"
@@ -79,25 +79,6 @@ def rss_mib(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its children (nginx's worker)."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(child) for child in children]
-    except OSError:
-        pass
-    for each in pids:
-        try:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
 
 
 def write_pool(path: Path) -> None:

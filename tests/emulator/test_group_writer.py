@@ -1,17 +1,19 @@
-"""The emulator's group commit: several writes per transaction, each all or nothing."""
+"""The emulator's group commit: several writes per transaction, each all or nothing, in the
+writer process."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from prefctl.emulator.app import EmulatorContext
-from prefctl.emulator.group_writer import GroupWriter
+from prefctl.emulator.group_writer import GroupWriter, WriterProcessError
 from prefctl.store.db import open_store
 
 
@@ -25,12 +27,31 @@ def ctx(tmp_path: Path) -> Iterator[EmulatorContext]:
     ctx.close()
 
 
-def _insert(text: str | None) -> Callable[[sqlite3.Connection], int]:
-    def work(conn: sqlite3.Connection) -> int:
-        conn.execute("INSERT INTO notes VALUES (?)", (text,))  # NULL fails NOT NULL
+# Writes run in another process, so they are module-level callables that pickle.
+@dataclass(frozen=True)
+class _Insert:
+    text: str | None  # None fails NOT NULL
+
+    def __call__(self, conn: sqlite3.Connection) -> int:
+        conn.execute("INSERT INTO notes VALUES (?)", (self.text,))
         return int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
 
-    return work
+
+@dataclass(frozen=True)
+class _Slow:
+    seconds: float
+
+    def __call__(self, conn: sqlite3.Connection) -> int:
+        time.sleep(self.seconds)
+        return 0
+
+
+@dataclass(frozen=True)
+class _Exit:
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        import os
+
+        os._exit(3)
 
 
 def _notes(ctx: EmulatorContext) -> list[str]:
@@ -40,25 +61,19 @@ def _notes(ctx: EmulatorContext) -> list[str]:
 
 def test_group_writer_failing_write_in_a_batch_loses_only_itself(ctx: EmulatorContext) -> None:
     writer = GroupWriter(ctx)
-    release = threading.Event()
-
-    def blocker(conn: sqlite3.Connection) -> None:
-        release.wait(10)
 
     async def run() -> list[object]:
-        # While the writer thread is held in a first write, the next three queue up behind it
-        # and are taken together: one transaction for the three.
-        blocked = asyncio.ensure_future(writer.run(blocker))
-        tasks = [asyncio.ensure_future(writer.run(_insert(t))) for t in ("a", None, "c")]
-        await asyncio.sleep(0)  # every task has queued its write
-        release.set()
-        await blocked
+        # While the writer process is held in a first write, the next three queue up behind it
+        # and are sent together: one transaction for the three.
+        slow = asyncio.ensure_future(writer.run(_Slow(0.3)))
+        await asyncio.sleep(0.05)
+        tasks = [asyncio.ensure_future(writer.run(_Insert(t))) for t in ("a", None, "c")]
+        await slow
         return await asyncio.gather(*tasks, return_exceptions=True)
 
     try:
         first, failed, third = asyncio.run(run())
     finally:
-        release.set()
         writer.stop()
     assert isinstance(failed, sqlite3.IntegrityError)
     assert (first, third) == (1, 2)
@@ -69,7 +84,7 @@ def test_group_writer_answers_after_commit_and_restarts_after_stop(ctx: Emulator
     writer = GroupWriter(ctx)
 
     async def write(text: str) -> int:
-        return await writer.run(_insert(text))
+        return await writer.run(_Insert(text))
 
     assert asyncio.run(write("one")) == 1
     assert _notes(ctx) == ["one"]  # another connection sees it: committed
@@ -77,3 +92,33 @@ def test_group_writer_answers_after_commit_and_restarts_after_stop(ctx: Emulator
     assert asyncio.run(write("two")) == 2
     writer.stop()
     assert _notes(ctx) == ["one", "two"]
+
+
+def test_group_writer_fails_the_writes_of_a_dead_process_and_starts_a_new_one(
+    ctx: EmulatorContext,
+) -> None:
+    writer = GroupWriter(ctx)
+
+    async def run() -> tuple[object, int]:
+        lost = await asyncio.gather(writer.run(_Exit()), return_exceptions=True)
+        return lost[0], await writer.run(_Insert("after"))
+
+    try:
+        lost, count = asyncio.run(run())
+    finally:
+        writer.stop()
+    assert isinstance(lost, WriterProcessError)
+    assert "exit code 3" in str(lost)
+    assert count == 1
+    assert _notes(ctx) == ["after"]
+
+
+def test_group_writer_refuses_a_write_that_does_not_pickle(ctx: EmulatorContext) -> None:
+    writer = GroupWriter(ctx)
+
+    async def run() -> None:
+        await writer.run(lambda conn: 1)
+
+    with pytest.raises((AttributeError, TypeError, Exception)):  # pickle's own error
+        asyncio.run(run())
+    writer.stop()

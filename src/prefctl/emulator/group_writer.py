@@ -1,36 +1,46 @@
-"""The emulator's profile writes on one thread, several to a transaction (group commit).
+"""The emulator's profile writes in a writer process, several to a transaction (group commit).
 
-Async routes hand a write to ``GroupWriter.run`` and await its result. The writer thread takes
-what has queued up (at most ``MAX_BATCH``), and under the emulator's writer lock runs each write in
-its own savepoint of one transaction, then commits once::
+Async routes hand a write to ``GroupWriter.run`` and await its result. The write is a picklable
+callable ``work(conn)`` (``emulator.writes.ProfileJob`` for profile writes); it runs in the
+emulator's writer process (``emulator.write_process``), which takes whatever writes have queued
+(at most ``MAX_BATCH``) into one transaction, each in its own savepoint, and commits once::
 
     writer = group_writer(ctx)                          # one per EmulatorContext
-    result = await writer.run(lambda conn: ProfileWriter(conn, …).update(42, change))
+    result = await writer.run(ProfileJob(account, actor, now, "update", (42, change)))
 
 Each write stays all-or-nothing on its own: one that raises is rolled back to its savepoint and
 gets its exception, while the others of the batch commit. A result is handed back only after the
 commit, so an answer never reports a write that could still be lost; when the commit itself fails,
-every write of the batch gets that error. Why: a commit and the thread hand-offs cost about as much
-as the write itself (bench/api.py), and concurrent writes queue on one lock anyway.
+every write of the batch gets that error.
 
-``stop`` ends the thread once the queued writes are done; the API's lifespan calls it.
+Why a process: the event loop and a writer thread take turns on the GIL, so one process served
+PATCHes on about one core of two (docs/performance.md). The process starts with the first write
+(about half a second of imports) and is talked to from the event loop itself, over pipes: a batch
+is sent when the previous one has been answered, so the writes queued meanwhile go together.
+One event loop at a time: the writer serves the loop of its first write until it is stopped.
+
+``stop`` ends the process once its batch is done; the API's lifespan calls it, and a later ``run``
+starts a new one. If the process dies, the writes waiting for it fail and the next write starts
+a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
-import sqlite3
+import collections
+import os
+import pickle
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from prefctl.emulator.app import EmulatorContext
-from prefctl.emulator.routes._common import WRITE_LOCK_KEY
-from prefctl.store.db import transaction
+from prefctl.emulator.write_process import FrameReader, encode
 
-__all__ = ["MAX_BATCH", "GroupWriter", "group_writer"]
+__all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError", "group_writer"]
 
 T = TypeVar("T")
 
@@ -38,108 +48,168 @@ T = TypeVar("T")
 # store's write lock for milliseconds, not seconds.
 MAX_BATCH = 32
 _SHARED_KEY = "store.group_writer"
+_READ_SIZE = 1 << 16
+
+
+class WriterProcessError(RuntimeError):
+    """The writer process stopped before it answered: the write's outcome is unknown."""
 
 
 @dataclass(slots=True)
-class _Job(Generic[T]):
-    work: Callable[[sqlite3.Connection], T]
-    future: asyncio.Future[T]
-    loop: asyncio.AbstractEventLoop
+class _Job:
+    payload: bytes
+    future: asyncio.Future[Any]
 
 
-_STOP = object()
+class _Child:
+    """One writer process and the event loop that reads its answers."""
+
+    def __init__(self, store_path: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # The child imports what jobs pickle by reference from where this process does.
+        path = os.pathsep.join(entry for entry in sys.path if entry)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "prefctl.emulator.write_process", store_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.stdin = self.process.stdin.fileno()
+        self.stdout = self.process.stdout.fileno()
+        os.set_blocking(self.stdout, False)
+        self.reader = FrameReader()
+        self.sent: collections.deque[list[_Job]] = collections.deque()  # answered in order
+        self.attached = True
 
 
 class GroupWriter:
-    """One writer thread for a context's store (see the module docstring)."""
+    """One writer process for a context's store (see the module docstring)."""
 
     def __init__(self, ctx: EmulatorContext, *, max_batch: int = MAX_BATCH) -> None:
-        self._ctx = ctx
+        self._store_path = str(ctx.store_path)
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._waiting: collections.deque[_Job] = collections.deque()
+        self._child: _Child | None = None
+        self._lock = threading.Lock()  # start and stop may come from other threads
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work(conn)`` inside a write transaction on the writer thread; its result once
-        committed, or what it raised (nothing of it is then written)."""
+    async def run(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(conn)`` inside a write transaction in the writer process; its result once
+        committed, or what it raised (nothing of it is then written). ``work`` must pickle."""
         loop = asyncio.get_running_loop()
+        payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+        child = self._child_for(loop)
         future: asyncio.Future[T] = loop.create_future()
-        self._start()
-        self._queue.put(_Job(work, future, loop))
+        self._waiting.append(_Job(payload, future))
+        if not child.sent:
+            self._send(child)
         return await future
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the queued writes and end the thread (a later ``run`` starts it again)."""
+        """End the writer process once it has answered its batch (a later ``run`` starts a new
+        one). Call it when no write is waiting: the API's lifespan does, after the server stops."""
         with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(_STOP)
-            thread.join(timeout)
-
-    def _start(self) -> None:
-        if self._thread is not None:
+            child, self._child = self._child, None
+        if child is None:
             return
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._serve, name="prefctl-writer", daemon=True
-                )
-                self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            batch: list[_Job[Any]] = [item]
-            stop = False
-            while len(batch) < self._max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                batch.append(item)
-            self._write(batch)
-            if stop:
-                return
-
-    def _write(self, batch: list[_Job[Any]]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
-        lock: threading.Lock = self._ctx.shared(WRITE_LOCK_KEY, threading.Lock)
+        assert child.process.stdin is not None
         try:
-            conn = self._ctx.connection()
-            with lock, transaction(conn):
-                for job in batch:
-                    try:
-                        with transaction(conn):  # a savepoint: this write alone on failure
-                            outcomes.append((True, job.work(conn)))
-                    except Exception as exc:  # handed to the route awaiting this write
-                        outcomes.append((False, exc))
-        except Exception as exc:  # BEGIN or COMMIT failed: nothing of the batch is stored
-            kept = [outcome if not outcome[0] else (False, exc) for outcome in outcomes]
-            outcomes = kept + [(False, exc)] * (len(batch) - len(kept))
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any], bool, Any]]] = {}
-        for job, (ok, value) in zip(batch, outcomes, strict=True):
-            by_loop.setdefault(job.loop, []).append((job, ok, value))
-        for loop, settled in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle, settled)
-            except RuntimeError:  # the loop is closed: nobody awaits these answers any more
-                pass
+            child.process.stdin.close()  # the child ends at the end of its input
+        except OSError:
+            pass
+        try:
+            child.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+        if child.loop.is_closed():
+            self._detach(child)
+            return
+        try:
+            child.loop.call_soon_threadsafe(self._detach, child)
+        except RuntimeError:  # the loop closed meanwhile
+            self._detach(child)
 
+    # -- on the event loop -------------------------------------------------------------------------
+    def _child_for(self, loop: asyncio.AbstractEventLoop) -> _Child:
+        with self._lock:
+            child = self._child
+            if child is not None and child.loop is not loop:
+                if not child.loop.is_closed():
+                    raise RuntimeError("the group writer serves one event loop at a time")
+                child = None
+            if child is None or child.process.poll() is not None:
+                child = self._child = _Child(self._store_path, loop)
+                loop.add_reader(child.stdout, self._readable, child)
+            return child
 
-def _settle(settled: list[tuple[_Job[Any], bool, Any]]) -> None:
-    for job, ok, value in settled:
-        if job.future.done():  # cancelled: the client went away
-            continue
-        if ok:
-            job.future.set_result(value)
-        else:
-            job.future.set_exception(value)
+    def _send(self, child: _Child) -> None:
+        count = min(len(self._waiting), self._max_batch)
+        batch = [self._waiting.popleft() for _ in range(count)]
+        frame = memoryview(encode([job.payload for job in batch]))
+        child.sent.append(batch)
+        try:
+            while frame:  # a blocking pipe: the child is waiting for this frame
+                frame = frame[os.write(child.stdin, frame) :]
+        except OSError:
+            self._lost(child)
+
+    def _readable(self, child: _Child) -> None:
+        try:
+            data = os.read(child.stdout, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost(child)
+            return
+        for outcomes in child.reader.feed(data):
+            batch = child.sent.popleft()
+            for job, (ok, value) in zip(batch, outcomes, strict=True):
+                if job.future.done():  # cancelled: the client went away
+                    continue
+                if ok:
+                    job.future.set_result(value)
+                else:
+                    job.future.set_exception(value)
+        if self._waiting and not child.sent and self._child is child:
+            self._send(child)
+
+    def _lost(self, child: _Child) -> None:
+        """The child's pipes closed: fail what it had not answered (and, unless a new child has
+        taken over, what waited for it); the next write starts a new one."""
+        self._detach(child)
+        with self._lock:
+            current = self._child is child
+            if current:
+                self._child = None
+        code = child.process.poll()
+        error = WriterProcessError(
+            "the emulator's writer process stopped"
+            + (f" (exit code {code})" if code is not None else "")
+            + "; the write may not have been stored"
+        )
+        lost = [job for batch in child.sent for job in batch]
+        child.sent.clear()
+        if current:
+            lost += self._waiting
+            self._waiting.clear()
+        for job in lost:
+            if not job.future.done():
+                job.future.set_exception(error)
+
+    def _detach(self, child: _Child) -> None:
+        if not child.attached:
+            return
+        child.attached = False
+        try:
+            child.loop.remove_reader(child.stdout)
+        except (ValueError, OSError, RuntimeError):
+            pass
+        assert child.process.stdout is not None
+        child.process.stdout.close()
 
 
 def group_writer(ctx: EmulatorContext) -> GroupWriter:

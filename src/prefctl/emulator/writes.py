@@ -29,11 +29,12 @@ import random
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from prefctl.clock import Clock
+from prefctl.clock import Clock, FakeClock
 from prefctl.emulator.changes import Operation, events_for_change
 from prefctl.emulator.fanout import Fanout
 from prefctl.errors import NotFoundError
@@ -44,7 +45,7 @@ from prefctl.store.deliveries import add_deliveries
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
 
-__all__ = ["ProfileChange", "ProfileWriter", "WriteResult", "WrittenEvent"]
+__all__ = ["ProfileChange", "ProfileJob", "ProfileWriter", "WriteResult", "WrittenEvent"]
 
 WireProfile = dict[str, Any]
 # Builds the new profile body from (a copy of) the stored one: a JSON Patch or merge patch
@@ -183,3 +184,45 @@ class ProfileWriter:
         count = add_deliveries(self._conn, rows, now=now)
         written = tuple(WrittenEvent(e.event_id, e.event_type) for e in new_events)
         return WriteResult(None if operation == "delete" else new, written, count)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileJob:
+    """One REST profile write as the group writer ships it to its process (it pickles): the
+    ``ProfileWriter`` method ``operation`` called with ``args`` for ``account`` by ``actor``.
+
+    ``now`` is taken when the request is handled, so a clock the caller controls (a test's, the
+    emulator's ``--time-scale``) stamps the write. The process keeps one ``Fanout`` per store and
+    one random source for EventIds, never seeded (EventIds must not repeat after a restart).
+    """
+
+    account: str
+    actor: str
+    now: datetime
+    operation: str  # create, replace, update, deactivate, reactivate or delete
+    args: tuple[Any, ...]
+
+    def __call__(self, conn: sqlite3.Connection) -> WriteResult:
+        writer = ProfileWriter(
+            conn,
+            self.account,
+            actor=self.actor,
+            clock=FakeClock(self.now),  # stands still at ``now``
+            rng=_EVENT_RNG,
+            fanout=_fanout_of(conn),
+        )
+        result: WriteResult = getattr(writer, self.operation)(*self.args)
+        return result
+
+
+_EVENT_RNG = random.Random()
+_FANOUTS: dict[str, Fanout] = {}
+
+
+def _fanout_of(conn: sqlite3.Connection) -> Fanout:
+    """This process's ``Fanout`` of the store ``conn`` is open on."""
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    fanout = _FANOUTS.get(path)
+    if fanout is None:
+        fanout = _FANOUTS[path] = Fanout()
+    return fanout

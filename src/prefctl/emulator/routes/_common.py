@@ -23,9 +23,9 @@ Errors are raised, never returned: ``ProblemError(status, title, detail, errors)
 Routes that read the store are plain ``def`` functions: FastAPI runs them in its thread pool, and
 ``connection(request)`` is that thread's SQLite connection (``EmulatorContext.connection``). Write
 transactions run under ``write_lock(request)`` so that the API's writers queue in order instead of
-in SQLite's busy handler; profile writes are ``async`` routes that queue their write on the writer
-thread (``emulator.group_writer``), which takes that lock. The one store access on the event loop
-is the token check of ``require`` (see there).
+in SQLite's busy handler; profile writes are ``async`` routes that queue their write for the
+emulator's writer process (``emulator.group_writer``). The one store access on the event loop is
+the token check of ``require`` (see there).
 """
 
 from __future__ import annotations
@@ -330,7 +330,9 @@ def write_lock(request: Request) -> threading.Lock:
 
     SQLite admits one writer; threads that collide on ``BEGIN IMMEDIATE`` wait in SQLite's busy
     handler, which sleeps in steps of up to 100 ms instead of waking when the lock frees. Taking
-    this lock first queues the API's writers in order instead (measured in bench/api.py).
+    this lock first queues this process's writers (settings, imports) in order instead. Profile
+    writes run in the writer process (``emulator.group_writer``), which cannot take it: they meet
+    these rarer writes, and the dispatcher's, in SQLite's busy handler.
     """
     return get_ctx(request).shared(WRITE_LOCK_KEY, threading.Lock)
 

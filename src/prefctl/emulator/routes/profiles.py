@@ -1,8 +1,9 @@
 """``/profiles``: create, read, search, replace, patch, deactivate, reactivate, delete.
 
 Every write goes through ``emulator.writes.ProfileWriter`` (profile, events and deliveries all or
-nothing) on the emulator's writer thread (``emulator.group_writer``), so the write routes are
-``async``: their request is parsed on the event loop and their write queued. Request bodies are
+nothing) in the emulator's writer process (``emulator.group_writer``), so the write routes are
+``async``: their request is parsed on the event loop and their write queued, as a picklable
+``ProfileJob`` (a PATCH's change is the module-level ``_patched`` with its document bound). Request bodies are
 validated by the strict profile model (unknown fields → 400). Read-only fields (``ProfileId``, ``IsActive``, ``ReasonCode``,
 ``Edited``) are accepted in a PUT body and ignored, so GET → edit → PUT works; a PATCH that would
 change one of them is refused (400), because silently dropping an explicit change would mislead.
@@ -14,15 +15,13 @@ is a 400, a patch that cannot apply (missing path, failing ``test``) a 409, and 
 
 from __future__ import annotations
 
-import random
-import sqlite3
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from prefctl.emulator.fanout import Fanout
 from prefctl.emulator.group_writer import group_writer
 from prefctl.emulator.routes._common import (
     JsonContent,
@@ -52,7 +51,7 @@ from prefctl.emulator.routes._patch import (
     apply_json_patch,
     apply_merge_patch,
 )
-from prefctl.emulator.writes import ProfileWriter, WriteResult
+from prefctl.emulator.writes import ProfileJob, WriteResult
 from prefctl.models._base import dump_wire
 from prefctl.models.problem import FieldError
 from prefctl.models.profile import (
@@ -114,7 +113,7 @@ async def create_profile(
     _content: JsonContent,
     body: Annotated[StrictProfile, Body()],
 ) -> Response:
-    result = await _write(request, principal, lambda writer: writer.create(dump_wire(body)))
+    result = await _write(request, principal, "create", dump_wire(body))
     profile = _written(result)
     return created(profile, account_url(request, "profiles", profile["ProfileId"]))
 
@@ -175,9 +174,7 @@ async def replace_profile(
     _content: JsonContent,
     body: Annotated[StrictProfile, Body()],
 ) -> Response:
-    result = await _write(
-        request, principal, lambda writer: writer.replace(profile_id, dump_wire(body))
-    )
+    result = await _write(request, principal, "replace", profile_id, dump_wire(body))
     return json_response(_written(result))
 
 
@@ -211,22 +208,26 @@ async def update_profile(
     if media_type == MERGE_PATCH and not isinstance(document, dict):
         raise ProblemError(400, "Invalid request body", "a merge patch of a profile is an object")
 
-    def change(current: dict[str, Any]) -> Mapping[str, Any]:
-        try:
-            if media_type == JSON_PATCH:
-                patched = apply_json_patch(current, document)
-            else:
-                patched = apply_merge_patch(current, document)
-        except PatchDocumentError as exc:
-            field_error = FieldError(field=exc.field, message=exc.message)
-            raise ProblemError(400, "Invalid patch document", str(exc), [field_error]) from None
-        except PatchConflictError as exc:
-            raise ProblemError(409, "Patch does not apply", str(exc)) from None
-        _refuse_read_only_changes(current, patched)
-        return dump_wire(validate(StrictProfile, patched))
-
-    result = await _write(request, principal, lambda writer: writer.update(profile_id, change))
+    change = functools.partial(_patched, media_type, document)
+    result = await _write(request, principal, "update", profile_id, change)
     return json_response(_written(result))
+
+
+def _patched(media_type: str, document: Any, current: dict[str, Any]) -> Mapping[str, Any]:
+    """The new body of a PATCH: ``document`` applied to ``current`` (the stored profile), then
+    validated (a ``ProfileChange``; module-level so that the write pickles)."""
+    try:
+        if media_type == JSON_PATCH:
+            patched = apply_json_patch(current, document)
+        else:
+            patched = apply_merge_patch(current, document)
+    except PatchDocumentError as exc:
+        field_error = FieldError(field=exc.field, message=exc.message)
+        raise ProblemError(400, "Invalid patch document", str(exc), [field_error]) from None
+    except PatchConflictError as exc:
+        raise ProblemError(409, "Patch does not apply", str(exc)) from None
+    _refuse_read_only_changes(current, patched)
+    return dump_wire(validate(StrictProfile, patched))
 
 
 _PROFILES_WRITE = require("profiles:write")
@@ -262,7 +263,7 @@ async def deactivate_profile(
     body: Annotated[StrictDeactivateRequest | None, Body()] = None,
 ) -> Response:
     reason = body.reason if body is not None else None
-    result = await _write(request, principal, lambda writer: writer.deactivate(profile_id, reason))
+    result = await _write(request, principal, "deactivate", profile_id, reason)
     return json_response(_written(result))
 
 
@@ -275,7 +276,7 @@ async def deactivate_profile(
 async def reactivate_profile(
     request: Request, principal: ProfilesWrite, profile_id: ProfileId
 ) -> Response:
-    result = await _write(request, principal, lambda writer: writer.reactivate(profile_id))
+    result = await _write(request, principal, "reactivate", profile_id)
     return json_response(_written(result))
 
 
@@ -295,35 +296,24 @@ async def delete_profile(
         Query(alias="reasonCode", min_length=1, max_length=200, description="Why it is deleted"),
     ] = None,
 ) -> Response:
-    await _write(request, principal, lambda writer: writer.delete(profile_id, reason_code))
+    await _write(request, principal, "delete", profile_id, reason_code)
     return no_content()
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-async def _write(
-    request: Request, principal: Principal, operation: Callable[[ProfileWriter], WriteResult]
-) -> WriteResult:
-    """Run ``operation`` with a writer of the principal's account on the emulator's writer
-    thread, in a transaction it may share with other writes (``group_writer``; measured in
-    bench/api.py); raises what ``operation`` raised, and then nothing of it is stored."""
+async def _write(request: Request, principal: Principal, operation: str, *args: Any) -> WriteResult:
+    """``ProfileWriter.<operation>(*args)`` for the principal's account, in the emulator's writer
+    process, in a transaction it may share with other writes (``group_writer``; measured in
+    bench/api.py); raises what it raised, and then nothing of it is stored."""
     ctx = get_ctx(request)
-    # EventIds must not repeat after a restart, so never the (possibly seeded) ctx.rng.
-    rng = ctx.shared("profiles.event_rng", random.Random)
-
-    fanout = ctx.shared("profiles.fanout", Fanout)
-
-    def write(conn: sqlite3.Connection) -> WriteResult:
-        writer = ProfileWriter(
-            conn,
-            principal.service_client_id,
-            actor=principal.user_id,
-            clock=ctx.clock,
-            rng=rng,
-            fanout=fanout,
-        )
-        return operation(writer)
-
-    return await group_writer(ctx).run(write)
+    job = ProfileJob(
+        account=principal.service_client_id,
+        actor=principal.user_id,
+        now=ctx.clock.now(),
+        operation=operation,
+        args=args,
+    )
+    return await group_writer(ctx).run(job)
 
 
 def _plain_id(text: str) -> int | None:

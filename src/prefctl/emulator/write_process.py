@@ -1,0 +1,129 @@
+"""The emulator's writer process: profile writes on a core of their own.
+
+The event loop and a writer *thread* take turns on the GIL, so one emulator process never used
+much more than one core for PATCHes (docs/performance.md). ``emulator.group_writer`` therefore
+runs ``python -m prefctl.emulator.write_process STORE`` and talks to it over its stdin and stdout
+in frames: a 4-byte big-endian length, then a pickle (both ends are this package; nothing else
+writes to these pipes).
+
+Each frame the child reads is one batch: a list of pickled jobs, each a callable ``job(conn)``. It
+runs them in one transaction, each in its own savepoint, commits, and answers one frame: a list of
+``(ok, value)`` in the batch's order, the job's result or the exception it raised (one that cannot
+be pickled comes back as a ``RuntimeError`` naming it). A job that raises is rolled back alone; a
+failed BEGIN or COMMIT fails every job of its batch. End of input ends the child. SIGINT is
+ignored: a terminal's Ctrl-C reaches the whole process group, and the parent stops the child
+itself once its own writes are done.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+import sqlite3
+import struct
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["FrameReader", "encode", "main", "read_frame", "run_batch"]
+
+_HEADER = struct.Struct(">I")
+
+Outcome = tuple[bool, Any]
+
+
+def encode(value: object) -> bytes:
+    """One frame holding ``value``."""
+    body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(body)) + body
+
+
+def read_frame(stream: IO[bytes]) -> Any | None:
+    """The next frame's value from a blocking stream; None at the end of the stream."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return pickle.loads(body)  # noqa: S301 (our own process writes these frames)
+
+
+class FrameReader:
+    """Frames out of bytes as they arrive (the parent reads without blocking)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buffer += data
+        frames = []
+        while len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            end = _HEADER.size + size
+            if len(self._buffer) < end:
+                break
+            frames.append(pickle.loads(self._buffer[_HEADER.size : end]))  # noqa: S301
+            del self._buffer[:end]
+        return frames
+
+
+def run_batch(conn: sqlite3.Connection, jobs: Sequence[bytes]) -> list[Outcome]:
+    """Run pickled ``jobs`` in one transaction, each in its own savepoint (module docstring)."""
+    from prefctl.store.db import transaction
+
+    outcomes: list[Outcome] = []
+    try:
+        with transaction(conn):
+            for payload in jobs:
+                try:
+                    job: Callable[[sqlite3.Connection], Any] = pickle.loads(payload)  # noqa: S301
+                    with transaction(conn):  # a savepoint: this write alone on failure
+                        outcomes.append((True, job(conn)))
+                except Exception as exc:  # handed back to the route awaiting this write
+                    outcomes.append((False, exc))
+    except Exception as exc:  # BEGIN or COMMIT failed: nothing of the batch is stored
+        kept = [outcome if not outcome[0] else (False, exc) for outcome in outcomes]
+        outcomes = kept + [(False, exc)] * (len(jobs) - len(kept))
+    return outcomes
+
+
+def _answer(outcomes: list[Outcome]) -> bytes:
+    try:
+        return encode(outcomes)
+    except Exception:
+        return encode([_portable(outcome) for outcome in outcomes])
+
+
+def _portable(outcome: Outcome) -> Outcome:
+    try:
+        pickle.loads(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301
+    except Exception:
+        value = outcome[1]
+        return (False, RuntimeError(f"the writer process could not send back {value!r}"))
+    return outcome
+
+
+def main(argv: Sequence[str]) -> int:
+    """Serve batches for the store at ``argv[0]`` until stdin ends."""
+    from prefctl.store.db import connect
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stdout carries frames only
+    conn = connect(Path(argv[0]))
+    try:
+        while (jobs := read_frame(source)) is not None:
+            sink.write(_answer(run_batch(conn, jobs)))
+            sink.flush()
+    except BrokenPipeError:
+        pass  # the parent is gone
+    finally:
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
