@@ -122,3 +122,24 @@ def test_group_writer_refuses_a_write_that_does_not_pickle(ctx: EmulatorContext)
     with pytest.raises((AttributeError, TypeError, Exception)):  # pickle's own error
         asyncio.run(run())
     writer.stop()
+
+
+def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_writes(
+    ctx: EmulatorContext,
+) -> None:
+    writer = GroupWriter(ctx)
+
+    async def run() -> list[object]:
+        in_flight = asyncio.ensure_future(writer.run(_Slow(0.5)))
+        await asyncio.sleep(0.2)  # sent: the writer process is in it
+        waiting = asyncio.ensure_future(writer.run(_Insert("late")))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(writer.stop)
+        return await asyncio.wait_for(
+            asyncio.gather(in_flight, waiting, return_exceptions=True), timeout=10
+        )
+
+    answered, failed = asyncio.run(run())
+    assert answered == 0
+    assert isinstance(failed, WriterProcessError)
+    assert _notes(ctx) == []

@@ -178,14 +178,19 @@ class GroupWriter:
             self._send(child)
 
     def _lost(self, child: _Child) -> None:
-        """The child's pipes closed: fail what it had not answered (and, unless a new child has
-        taken over, what waited for it); the next write starts a new one."""
+        """The child's pipes closed: fail what it had not answered and what waited for it; the
+        next write starts a new one."""
         self._detach(child)
         with self._lock:
-            current = self._child is child
-            if current:
+            # Writes waiting for this child fail with it, unless a new child has taken over
+            # (after ``stop`` none has: nothing would send them).
+            current = self._child is child or self._child is None
+            if self._child is child:
                 self._child = None
-        code = child.process.poll()
+        try:  # its pipes close as it exits: its exit code follows at once, or it is stuck
+            code: int | None = child.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
         error = WriterProcessError(
             "the emulator's writer process stopped"
             + (f" (exit code {code})" if code is not None else "")
