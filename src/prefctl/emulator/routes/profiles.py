@@ -61,6 +61,7 @@ from prefctl.models.profile import (
     StrictProfile,
 )
 from prefctl.store import profiles as store
+from prefctl.store.timestamps import epoch
 
 __all__ = ["JSON_PATCH", "MERGE_PATCH", "router"]
 
@@ -309,7 +310,7 @@ async def _write(request: Request, principal: Principal, operation: str, *args: 
     job = ProfileJob(
         account=principal.service_client_id,
         actor=principal.user_id,
-        now=ctx.clock.now(),
+        now=epoch(ctx.clock.now()),
         operation=operation,
         args=args,
     )
