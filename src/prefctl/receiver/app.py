@@ -30,6 +30,7 @@ import struct
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import msgspec
 import orjson
 
 from prefctl.clock import Clock
@@ -62,6 +63,26 @@ _OK_START: Message = {
 }
 _EMPTY_BODY: Message = {"type": "http.response.body", "body": b""}
 _HEALTH_BODY = b'{"status":"ok"}'
+
+
+class _Head(msgspec.Struct, rename="pascal", gc=False):
+    """The top-level fields of a message that its answer depends on (and the display shows).
+
+    Reading only these is four times cheaper than building the whole body with ``orjson.loads``
+    (which was the receiver's costliest step): msgspec checks the syntax of the rest of the body but
+    makes no objects for it. Whatever it refuses goes to orjson, which decides and words the error,
+    so the answers are orjson's except on one point: a number too large for a double (``1e999``)
+    outside these fields is valid JSON to msgspec, and so to the receiver.
+    """
+
+    event_type: Any = None
+    event_id: Any = None
+    event_time: Any = None
+    profile_id: Any = None
+    subscription_id: Any = None
+
+
+_decode_head = msgspec.json.Decoder(_Head).decode
 
 
 class ReceiverApp:
@@ -180,21 +201,39 @@ class ReceiverApp:
         else:
             verdict.signature = SignatureResult.MISSING
 
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            await self._reject(send, verdict, 400, "not_json", f"body is not JSON: {exc}")
-            return
-        if type(message) is not dict:
-            detail = f"body is a JSON {_json_type(message)}, not an object"
-            await self._reject(send, verdict, 400, "not_an_object", detail)
-            return
-        get = message.get
-        event_type = get("EventType")
-        event_id = get("EventId")
-        event_time = get("EventTime")
-        verdict.profile_id = get("ProfileId")
-        verdict.subscription_id = get("SubscriptionId")
+        # The fields the answer depends on, read without building the rest of the body.
+        head: _Head | None = None
+        if body.isascii() or _is_utf8(body):
+            try:
+                head = _decode_head(body)
+            except (msgspec.DecodeError, RecursionError):
+                pass
+        message: dict[str, Any] | None = None
+        if head is None:
+            # Non-ASCII or refused by the fast reader: orjson decides, and words the error.
+            try:
+                parsed = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                await self._reject(send, verdict, 400, "not_json", f"body is not JSON: {exc}")
+                return
+            if type(parsed) is not dict:
+                detail = f"body is a JSON {_json_type(parsed)}, not an object"
+                await self._reject(send, verdict, 400, "not_an_object", detail)
+                return
+            message = parsed
+            get = parsed.get
+            head = _Head(
+                get("EventType"),
+                get("EventId"),
+                get("EventTime"),
+                get("ProfileId"),
+                get("SubscriptionId"),
+            )
+        event_type = head.event_type
+        event_id = head.event_id
+        event_time = head.event_time
+        verdict.profile_id = head.profile_id
+        verdict.subscription_id = head.subscription_id
         if type(event_time) is str:
             verdict.event_time = event_time
         if type(event_type) is not str or not event_type:
@@ -210,6 +249,12 @@ class ReceiverApp:
             verdict.kind = Kind.HANDSHAKE
             if verdict.signature != SignatureResult.VALID:
                 verdict.signature = SignatureResult.NOT_REQUIRED
+            if message is None:
+                try:
+                    message = orjson.loads(body)
+                except orjson.JSONDecodeError as exc:  # valid JSON that orjson refuses (1e999)
+                    await self._reject(send, verdict, 400, "not_json", f"body is not JSON: {exc}")
+                    return
             await self._handshake(send, verdict, message)
             return
         verdict.kind = Kind.EVENT
@@ -324,6 +369,15 @@ def _describe_message(verdict: Verdict, body: bytes) -> None:
             verdict.kind = Kind.HANDSHAKE
         elif verdict.event_type:
             verdict.kind = Kind.EVENT
+
+
+def _is_utf8(body: bytes) -> bool:
+    # msgspec does not check the UTF-8 of the strings it skips; orjson refuses invalid UTF-8.
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _is_json(content_type: bytes) -> bool:
