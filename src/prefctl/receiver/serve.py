@@ -186,7 +186,7 @@ class _Receiver:
             validator=validator,
             forwarder=forwarder,
             max_body_bytes=config.max_body_bytes,
-            keep_headers=self.recorder is not None,
+            keep_request=self.recorder is not None,
         )
         info = config.ready_info(self.port)
         server = _Server(

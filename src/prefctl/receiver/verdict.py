@@ -74,7 +74,7 @@ class Verdict:
     ``status`` is None when a fault reset the connection. ``reason`` is a short machine code
     (``too_old``, ``not_json``, ``body_too_large``…) and ``detail`` the sentence for people.
     ``duplicate``, ``attempt``, ``out_of_order`` and ``latency_ms`` are filled in by the pump.
-    ``_body`` and ``_headers`` are the raw request (headers only when recording); orjson leaves
+    ``_body`` and ``_headers`` are the raw request (kept only when recording); orjson leaves
     fields that start with an underscore out, so ``orjson.dumps(verdict)`` is exactly the line
     of ``prefctl receive -o json``, serialised without building a dict first.
 
@@ -117,7 +117,7 @@ class Verdict:
 
     @property
     def body(self) -> bytes | None:
-        """The raw request body."""
+        """The raw request body (kept only when recording)."""
         return self._body
 
     @property
