@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,26 @@ def test_deliveries_list_without_a_store_exits_2_with_a_hint(tmp_path: Path) -> 
     assert result.exit_code == 2
     assert "no store at" in result.stderr
     assert "prefctl emulator start" in result.stderr
+
+
+@pytest.mark.parametrize("command", [("deliveries", "list"), ("deadletters", "list")])
+def test_store_commands_leave_a_file_that_is_not_a_store_untouched(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # A mistyped --store naming another application's database, or an empty file.
+    other = tmp_path / "app.db"
+    with closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.commit()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    before = other.read_bytes()
+    for path in (other, empty):
+        result = run_cli(*command, "--store", path)
+        assert result.exit_code == 2
+        assert "is not a prefctl store" in result.stderr
+    assert other.read_bytes() == before
+    assert empty.stat().st_size == 0
+    result = run_cli("dispatcher", "run", "--store", other, "--once")
+    assert result.exit_code == 2
+    assert other.read_bytes() == before

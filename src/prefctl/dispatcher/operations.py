@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefctl.errors import ConfigError, NotFoundError, UsageError
+from prefctl.errors import NotFoundError, UsageError
 from prefctl.store.deliveries import DeliveryState
 from prefctl.store.delivery_history import (
     AttemptRecord,
@@ -78,13 +78,11 @@ def emulator_serving(store: Path) -> bool:
 
 @contextmanager
 def open_existing_store(path: Path) -> Iterator[sqlite3.Connection]:
-    """Open (and migrate) a store that exists; a missing file is an error, never a new store."""
-    if not path.is_file():
-        raise ConfigError(
-            f"no store at {path}",
-            hint="start the emulator with 'prefctl emulator start', or pass --store PATH",
-        )
-    from prefctl.store.db import open_store
+    """Open (and migrate) a store that exists; a missing file, or one that is not a prefctl
+    store, is an error (``require_store``), never a new store."""
+    from prefctl.store.db import open_store, require_store
+
+    require_store(path)
 
     with open_store(path) as conn:
         yield conn

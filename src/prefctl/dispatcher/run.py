@@ -31,7 +31,7 @@ from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher.engine import Engine, EngineTotals
 from prefctl.dispatcher.observer import EngineObserver, ObserverContext, load_observers
 from prefctl.dispatcher.transport import Transport
-from prefctl.errors import ConfigError, UsageError
+from prefctl.errors import UsageError
 
 __all__ = ["DispatcherConfig", "new_event_loop", "run", "run_async", "running"]
 
@@ -61,11 +61,9 @@ class DispatcherConfig:
         """Raise UsageError or ConfigError (exit 2) for a run that cannot work."""
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
             raise UsageError(f"--time-scale must be a number greater than 0, not {self.time_scale}")
-        if not self.store_path.is_file():
-            raise ConfigError(
-                f"no store at {self.store_path}",
-                hint="start the emulator with 'prefctl emulator start', or pass --store PATH",
-            )
+        from prefctl.store.db import require_store
+
+        require_store(self.store_path)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

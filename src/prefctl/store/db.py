@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
 
 from prefctl.errors import ConfigError
@@ -87,6 +87,32 @@ def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+_STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"
+
+
+def require_store(path: Path) -> None:
+    """Raise ConfigError (exit 2) unless ``path`` is a prefctl store.
+
+    For commands that act on a store they are given: they must neither create one nor turn a
+    file that is not one (an empty file, another application's SQLite database) into one, which
+    ``open_store`` would do. Looks, read-only, for the table every prefctl store has.
+    """
+    if not path.is_file():
+        raise ConfigError(f"no store at {path}", hint=_STORE_HINT)
+    probe = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    try:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            found = conn.execute(probe).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"cannot open the store {path}: {exc}", hint=_STORE_HINT) from None
+    if found is None:
+        raise ConfigError(
+            f"{path} is not a prefctl store (it has no schema_migrations table)",
+            hint="pass the store of an emulator or of 'prefctl dispatcher run'",
+        )
 
 
 # Rows per execution of a multi-row statement at most (see ``execute_rows``).
