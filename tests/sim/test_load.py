@@ -48,4 +48,12 @@ def test_load_even_arrival_spaces_events_evenly() -> None:
     text = "[load]\nevents_per_minute = 6\nduration_minutes = 2\narrival = 'even'\n"
     arrivals = generate_arrivals(parse_scenario(text).load, random.Random(1))
 
-    assert [a.at for a in arrivals] == [10.0 * n for n in range(1, 12)]
+    # rate × duration of them, each in the middle of its 10 s slot.
+    assert [a.at for a in arrivals] == [5.0 + 10.0 * n for n in range(12)]
+
+
+def test_load_even_arrival_gives_one_event_for_one_minute_at_one_per_minute() -> None:
+    text = "[load]\nevents_per_minute = 1\nduration_minutes = 1\narrival = 'even'\n"
+    arrivals = generate_arrivals(parse_scenario(text).load, random.Random(1))
+
+    assert [a.at for a in arrivals] == [30.0]

@@ -45,7 +45,10 @@ def test_simulate_max_attempts_dead_letters_with_its_reason() -> None:
 
     assert report["deliveries"]["delivered"] == 0
     assert report["dead_letters"]["by_reason"] == {
-        "MaxDeliveryAttemptsExceeded": report["deliveries"]["total"]
+        "BadRequest": 0,
+        "MaxDeliveryAttemptsExceeded": report["deliveries"]["total"],
+        "PayloadTooLarge": 0,
+        "TimeToLiveExceeded": 0,
     }
     assert [row["attempts"] for row in report["attempts"]["histogram"]] == [3]
 
@@ -54,7 +57,10 @@ def test_simulate_ttl_dead_letters_with_its_reason() -> None:
     report = run(SHORT_TTL)
 
     assert report["dead_letters"]["by_reason"] == {
-        "TimeToLiveExceeded": report["deliveries"]["total"]
+        "BadRequest": 0,
+        "MaxDeliveryAttemptsExceeded": 0,
+        "PayloadTooLarge": 0,
+        "TimeToLiveExceeded": report["deliveries"]["total"],
     }
     # Attempts at 0 s, ~10 s and ~30 s; the next (~70 s) comes due past the 1-minute TTL.
     assert [row["attempts"] for row in report["attempts"]["histogram"]] == [3]
@@ -64,7 +70,10 @@ def test_simulate_400_and_413_dead_letter_at_once() -> None:
     report = run(REJECTING)
 
     reasons = report["dead_letters"]["by_reason"]
-    assert set(reasons) == {"BadRequest", "PayloadTooLarge"}
+    assert {reason for reason, count in reasons.items() if count} == {
+        "BadRequest",
+        "PayloadTooLarge",
+    }
     assert report["dead_letters"]["total"] > 0
     # Every delivery ended on its first attempt: delivered, or dead-lettered without a retry.
     assert report["deliveries"]["retried"] == 0
@@ -121,3 +130,40 @@ def test_simulate_subscriptions_get_only_the_types_they_select() -> None:
     assert (
         report["deliveries"]["total"] == every["deliveries"]["total"] + tags["deliveries"]["total"]
     )
+
+
+def test_simulate_counts_a_retry_sent_before_a_late_success() -> None:
+    # Every answer takes 45 s: the first attempt times out at 30 s, its retry goes out ~10 s
+    # later, then the first answer arrives (late success, within the window) and delivers.
+    report = run(
+        "seed = 1\n[load]\nevents_per_minute = 1\nduration_minutes = 1\narrival = 'even'\n"
+        "[endpoint]\nlatency_ms = 45000\n"
+    )
+
+    assert report["deliveries"]["delivered"] == 1
+    # Two requests were sent: both count, and the delivery needed a retry.
+    assert report["attempts"]["counted"] == 2
+    assert report["attempts"]["histogram"] == [
+        {"attempts": 2, "delivered": 1, "dead_lettered": 0, "total": 1}
+    ]
+    assert report["deliveries"]["retried"] == 1
+    assert report["deliveries"]["delivered_first_time"] == 0
+    # Every outcome is a key, 0 when it did not happen.
+    assert report["attempts"]["by_outcome"] == {
+        "delivered": 0,
+        "failed": 0,
+        "late_delivered": 2,
+        "skipped": 0,
+        "timed_out": 2,
+    }
+
+
+def test_simulate_late_success_alone_is_one_attempt() -> None:
+    # The answer comes at 35 s: after the timeout, before the retry (~40 s), which it cancels.
+    report = run(
+        "seed = 1\n[load]\nevents_per_minute = 1\nduration_minutes = 1\narrival = 'even'\n"
+        "[endpoint]\nlatency_ms = 35000\n"
+    )
+
+    assert report["attempts"]["counted"] == 1
+    assert report["attempts"]["histogram"][0]["attempts"] == 1

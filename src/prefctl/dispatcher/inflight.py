@@ -51,6 +51,19 @@ def result(
 
 
 @dataclass(slots=True)
+class _LateRecord:
+    """A delivery with requests in the late window: the latest attempt sent and the open ones."""
+
+    attempts: int = 0
+    last_started_at: float = 0.0
+    open: int = 0
+
+    def sent(self, attempt_number: int, started_at: float) -> None:
+        if attempt_number > self.attempts:
+            self.attempts, self.last_started_at = attempt_number, started_at
+
+
+@dataclass(slots=True)
 class Pending:
     """A request sent and not yet settled."""
 
@@ -84,14 +97,17 @@ class InFlight:
         self._awaiting: OrderedDict[int, None] = OrderedDict()  # within the timeout, send order
         self._late: OrderedDict[int, None] = OrderedDict()  # timed out, in the late window
         self._future: list[tuple[float, int, Response]] = []  # answers the clock has not reached
-        # Deliveries with a request in the late window → [attempts last recorded, requests]: a
-        # late 200 must not set the attempt count back below a retry's.
-        self._late_attempts: dict[int, list[int]] = {}
+        # Deliveries with a request in the late window → what a late 200 must not undercount:
+        # the retries sent since (their attempt number, start time) and the open requests.
+        self._late_attempts: dict[int, _LateRecord] = {}
 
     def track(self, delivery: ClaimedDelivery, owner: str, started_at: float, probe: bool) -> int:
         """Remember a request about to be sent; returns its transport key."""
         key = next(self._keys)
         self._pending[key] = Pending(delivery, owner, started_at, probe)
+        recorded = self._late_attempts.get(delivery.delivery_id)
+        if recorded is not None:  # a retry while an earlier request may still answer late
+            recorded.sent(delivery.attempts + 1, started_at)
         self._awaiting[key] = None
         self.awaiting_by_account[delivery.service_client_id] += 1
         return key
@@ -226,7 +242,7 @@ class InFlight:
         results.append((delivery, done))
         recorded = self._late_attempts.get(delivery.delivery_id)
         if recorded is not None:
-            recorded[0] = max(recorded[0], made)
+            recorded.sent(made, pending.started_at)
 
     def _time_out(self, key: int, pending: Pending, results: list[Item]) -> None:
         finished = pending.started_at + self.timeout
@@ -235,8 +251,9 @@ class InFlight:
         del self._awaiting[key]
         self.awaiting_by_account[pending.delivery.service_client_id] -= 1
         self._late[key] = None
-        recorded = self._late_attempts.setdefault(pending.delivery.delivery_id, [0, 0])
-        recorded[0], recorded[1] = max(recorded[0], pending.attempt_number), recorded[1] + 1
+        recorded = self._late_attempts.setdefault(pending.delivery.delivery_id, _LateRecord())
+        recorded.sent(pending.attempt_number, pending.started_at)
+        recorded.open += 1
 
     def _late_success(self, pending: Pending, arrival: float, elapsed: float) -> Item:
         """A 200 within the late-success window: delivered, by no lease owner (the retry it
@@ -249,7 +266,10 @@ class InFlight:
             probe=pending.probe,
         )
         recorded = self._late_attempts.get(delivery.delivery_id)
-        attempts = pending.attempt_number if recorded is None else recorded[0]
+        attempts, last_started = pending.attempt_number, pending.started_at
+        if recorded is not None and recorded.attempts > attempts:
+            # A retry went out before this answer came: it counts, and it was the last attempt.
+            attempts, last_started = recorded.attempts, recorded.last_started_at
         latency = round(elapsed * 1000, 3)
         attempt = Attempt(
             pending.attempt_number,
@@ -260,7 +280,10 @@ class InFlight:
             None,
             latency,
         )
-        return delivery, result(delivery, "delivered", attempts, arrival, None, attempt)
+        done = result(delivery, "delivered", attempts, arrival, None, attempt)
+        if last_started != attempt.started_at:
+            done.last_attempt_at = last_started
+        return delivery, done
 
     def _settle(self, key: int) -> None:
         """Forget a request: answered, or given up at the end of the late window."""
@@ -272,6 +295,6 @@ class InFlight:
         if pending.timed_out:
             delivery_id = pending.delivery.delivery_id
             recorded = self._late_attempts[delivery_id]
-            recorded[1] -= 1
-            if recorded[1] == 0:
+            recorded.open -= 1
+            if recorded.open == 0:
                 del self._late_attempts[delivery_id]

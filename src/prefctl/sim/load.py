@@ -50,10 +50,12 @@ def generate_arrivals(load: LoadModel, rng: random.Random) -> list[Arrival]:
         if per_minute <= 0:
             continue
         rate = per_minute / 60.0  # events per second
-        at = begin
+        poisson = load.arrival == "poisson"
+        # Poisson arrivals are memoryless, so each segment starts afresh at its beginning. Even
+        # ones sit in the middle of each 1/rate slot: rate × length of them, none on an edge.
+        at = begin if poisson else begin - 0.5 / rate
         while True:
-            # Poisson arrivals are memoryless, so each segment starts afresh at its beginning.
-            at += rng.expovariate(rate) if load.arrival == "poisson" else 1.0 / rate
+            at += rng.expovariate(rate) if poisson else 1.0 / rate
             if at >= end:
                 break
             index = bisect_right(cumulative, rng.random() * total)

@@ -20,18 +20,25 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.sim.scenario import Scenario
 from prefctl.store.alerts import list_alerts
+from prefctl.store.deliveries import AttemptOutcome
 from prefctl.store.timestamps import wire_time
 
 __all__ = ["OUTCOME_KEYS", "ProbationPeriod", "bucket_minutes", "build_report"]
 
 # The columns of the timeline, in the order the chart stacks them.
 OUTCOME_KEYS = ("delivered", "failed", "timed_out", "skipped", "dead_lettered")
+# Keys that are always in the report, 0 when nothing happened (scripts read them).
+_ATTEMPT_OUTCOMES = typing.get_args(AttemptOutcome)
+_NOT_SENT = ("skipped", "late_delivered")
+_REASONS = tuple(reason.value for reason in DeadLetterReason)
 _NICE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
 _MAX_BUCKETS = 48
 
@@ -147,15 +154,19 @@ def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, 
             "pending": sum(v for k, v in states.items() if k not in ("delivered", "dead_lettered")),
         },
         "attempts": {
-            "counted": sum(v for k, v in outcomes.items() if k != "skipped"),
+            # A late answer is not a request of its own: its attempt was counted as timed out.
+            "counted": sum(v for k, v in outcomes.items() if k not in _NOT_SENT),
             "skipped": outcomes.get("skipped", 0),
-            "by_outcome": {k: outcomes[k] for k in sorted(outcomes)},
+            "by_outcome": {k: outcomes.get(k, 0) for k in sorted({*_ATTEMPT_OUTCOMES, *outcomes})},
             "histogram": [
                 {"attempts": n, **histogram[n], "total": sum(histogram[n].values())}
                 for n in sorted(histogram)
             ],
         },
-        "dead_letters": {"total": dead, "by_reason": reasons},
+        "dead_letters": {
+            "total": dead,
+            "by_reason": {k: reasons.get(k, 0) for k in sorted({*_REASONS, *reasons})},
+        },
         "latency_seconds": _percentiles(latencies),
     }
 

@@ -143,7 +143,9 @@ class DeliveryResult:
     lease. ``owner=None`` (a late success, an operator) changes any delivery not yet final.
     ``attempts`` is the new attempt count; a ``queued`` result needs ``next_attempt_at``; ``at`` is
     when the decision was made (the finish time of a final state). A counted attempt (not
-    ``skipped``) sets first/last attempt times, last status and last error.
+    ``skipped``) sets first/last attempt times, last status and last error; ``last_attempt_at``
+    overrides the last attempt time when a later attempt than ``attempt`` was sent (a late
+    success that arrived after its retry went out).
     """
 
     delivery_id: int
@@ -154,6 +156,7 @@ class DeliveryResult:
     next_attempt_at: float | None = None
     attempt: Attempt | None = None
     dead_letter_reason: str | None = None
+    last_attempt_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +356,8 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
             params: tuple[Any, ...]
             if a is not None and a.outcome != "skipped":
                 counted = True
-                fields = (r.state, r.attempts, next_at, a.started_at, a.started_at, a.status)
+                last = a.started_at if r.last_attempt_at is None else r.last_attempt_at
+                fields = (r.state, r.attempts, next_at, a.started_at, last, a.status)
                 params = (*fields, a.error, reason, finished, r.delivery_id)
             else:
                 counted = False
