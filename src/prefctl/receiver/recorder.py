@@ -27,7 +27,7 @@ import orjson
 
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.pump import BackgroundWriter
-from prefctl.receiver.verdict import JSON_OPTIONS, Kind, Verdict
+from prefctl.receiver.verdict import JSON_OPTIONS, Kind, Verdict, writable
 from prefctl.webhooks.signature import HEADER_NAME
 
 __all__ = ["Recorder", "record_line", "record_of", "redact_personal_data"]
@@ -122,7 +122,18 @@ def record_of(verdict: Verdict, *, redact: bool = False) -> dict[str, Any]:
 
 def record_line(verdict: Verdict, *, redact: bool = False) -> bytes:
     """The recording of one request as one line of JSON (without the newline)."""
-    return orjson.dumps(record_of(verdict, redact=redact), option=JSON_OPTIONS)
+    record = record_of(verdict, redact=redact)
+    try:
+        return orjson.dumps(record, option=JSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        pass
+    # A body orjson reads but cannot write back (nesting over 255 levels): kept as text.
+    if record["body"] is not None and verdict.body:
+        text = verdict.body[:BODY_TEXT_LIMIT].decode("utf-8", errors="replace")
+        record["body"], record["body_text"] = None, _redact_text(text) if redact else text
+    if isinstance(record["verdict"], Verdict):
+        record["verdict"] = writable(record["verdict"])
+    return orjson.dumps(record, option=JSON_OPTIONS)
 
 
 class Recorder:

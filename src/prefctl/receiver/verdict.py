@@ -16,10 +16,11 @@ people read (both in docs/receiver.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Verdict",
     "format_line",
     "json_lines",
+    "writable",
 ]
 
 
@@ -127,7 +129,10 @@ class Verdict:
 
     def as_json(self) -> bytes:
         """The NDJSON line of ``prefctl receive -o json`` (snake_case keys), without newline."""
-        return orjson.dumps(self, option=JSON_OPTIONS)
+        try:
+            return orjson.dumps(self, option=JSON_OPTIONS)
+        except orjson.JSONEncodeError:
+            return orjson.dumps(writable(self), option=JSON_OPTIONS)
 
     def as_dict(self) -> dict[str, Any]:
         """The same line as a dict."""
@@ -150,8 +155,45 @@ def json_lines(verdicts: Sequence[Verdict]) -> bytes:
     """
     if not verdicts:
         return b""
-    array = orjson.dumps(list(verdicts), option=JSON_OPTIONS)
+    try:
+        array = orjson.dumps(list(verdicts), option=JSON_OPTIONS)
+    except orjson.JSONEncodeError:  # a value from a body that orjson cannot write: rare
+        array = orjson.dumps([writable(v) for v in verdicts], option=JSON_OPTIONS)
     return array[1:-1].replace(_BETWEEN, b'}\n{"type":"request"')
+
+
+def writable(verdict: Verdict) -> Verdict:
+    """``verdict``, or a copy that orjson can write.
+
+    ProfileId and SubscriptionId are shown as the body gave them, whatever their JSON type; the
+    few values orjson refuses to write (an integer beyond 64 bits, nesting over 255 levels) are
+    shown as their JSON text, a string (null if even that is too deep), rather than stopping the
+    receiver.
+    """
+    try:
+        orjson.dumps(verdict)
+    except orjson.JSONEncodeError:
+        return replace(
+            verdict,
+            profile_id=_writable(verdict.profile_id),
+            subscription_id=_writable(verdict.subscription_id),
+        )
+    return verdict
+
+
+def _writable(value: Any) -> Any:
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        try:
+            return msgspec.json.encode(value).decode()
+        except (msgspec.EncodeError, RecursionError):
+            return None  # deeper than anyone reads
+    return value
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
 
 
 def _short(text: str, limit: int) -> str:
@@ -159,7 +201,16 @@ def _short(text: str, limit: int) -> str:
 
 
 def format_line(verdict: Verdict) -> str:
-    """The one-line summary printed by ``prefctl receive`` (format in docs/receiver.md)."""
+    """The one-line summary printed by ``prefctl receive`` (format in docs/receiver.md).
+
+    Anything a request sent that is not printable (escape sequences, newlines) is shown escaped,
+    ``\\x1b[2J``, so that no request can drive the terminal or forge a line of the output.
+    """
+    line = _line(verdict)
+    return line if line.isprintable() else line.encode("unicode_escape").decode("ascii")
+
+
+def _line(verdict: Verdict) -> str:
     moment = verdict.time
     time = f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
     status = "RST" if verdict.status is None else str(verdict.status)
@@ -170,7 +221,7 @@ def format_line(verdict: Verdict) -> str:
         return f"{time}  {status:>3}  {verdict.method} {_short(verdict.path, 60)}  {verdict.detail}"
     parts = [time, f"{status:>3}", f"{verdict.event_type or '-':<28}"]
     if verdict.kind == Kind.HANDSHAKE:
-        parts.append(f"subscription={verdict.subscription_id}")
+        parts.append(f"subscription={_or_dash(verdict.subscription_id)}")
     elif verdict.profile_id is not None:
         parts.append(f"profile={verdict.profile_id}")
     if verdict.event_id:
