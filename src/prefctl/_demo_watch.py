@@ -125,7 +125,7 @@ def alert_emails(
         body = message.get_content()
         found.append(
             {
-                "subject": str(message["Subject"]),
+                "subject": str(message["Subject"]).strip(),
                 "recipients": [address for _, address in getaddresses(message.get_all("To", []))],
                 "kind": str(message["X-Prefctl-Alert-Kind"]),
                 "event_ids": [event_id for event_id in event_ids if event_id in body],

@@ -552,3 +552,21 @@ def test_observer_factory_sends_from_its_worker_thread(tmp_path: Path) -> None:
     [alert] = harness.alerts()
     assert (alert.kind, alert.sink) == ("opened", "mbox")
     harness.conn.close()
+
+
+def test_alert_subject_folded_after_its_colon_reads_back_without_a_leading_space() -> None:
+    from email.message import EmailMessage
+    from email.policy import default
+
+    from prefctl.dispatcher.alert_log import AlertEntry
+    from prefctl.dispatcher.mail import parse_message
+
+    # This length makes the email package fold the header right after "Subject:".
+    subject = '[Sandbox] DEMO_CORP: 1 webhook event dead-lettered for subscription "big" (3)'
+    message = EmailMessage()
+    message["Subject"] = subject
+    message.set_content("body")
+    assert message.as_bytes(policy=default).startswith(b"Subject:\n ")
+
+    entry = AlertEntry(parse_message(message.as_bytes(policy=default)), 0.0)
+    assert entry.to_dict()["subject"] == subject

@@ -151,4 +151,6 @@ def _int(value: object) -> int | None:
 
 
 def _text(value: object) -> str | None:
-    return None if value is None else str(value)
+    # strip(): a header folded right after its colon (the email package does that to a long
+    # Subject with no space early enough) reads back with a leading space.
+    return None if value is None else str(value).strip()
