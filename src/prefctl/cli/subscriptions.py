@@ -232,7 +232,9 @@ def delete(subscription: SubscriptionArgument, yes: YesOption = False) -> None:
         record = api.resolve(subscription)
         subscription_id = int(record["Id"])
         state.out.confirm(
-            f"Delete subscription {subscription_id} ({record.get('Name')})?", assume_yes=yes
+            f"Delete subscription {subscription_id} ({record.get('Name')}) with its pending"
+            " deliveries and dead letters?",
+            assume_yes=yes,
         )
         api.delete(subscription_id)
     if state.json:
