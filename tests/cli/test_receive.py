@@ -229,3 +229,72 @@ def test_receive_every_option_is_documented() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "receiver.md").read_text()
     missing = sorted(option for option in options if f"`{option}" not in docs)
     assert not missing, f"options missing from docs/receiver.md: {missing}"
+
+
+def _receive_process(*args: str) -> subprocess.Popen[str]:
+    prefctl = Path(sys.executable).parent / "prefctl"
+    return subprocess.Popen(
+        [str(prefctl), "-o", "json", "receive", "--port", "0", *FLAGS, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_receive_json_timeout_before_exit_after_still_prints_the_stopped_line() -> None:
+    process = _receive_process("--exit-after", "5", "--timeout", "1")
+    try:
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["type"] == "ready"
+    assert lines[-1] == {"type": "stopped", "requests": 0, "events": 0, "reason": "timeout"}
+    assert err.strip() == "error: timed out after 1 s: 0 of 5 events arrived"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_receive_json_signal_before_exit_after_still_prints_the_stopped_line(
+    stop: signal.Signals,
+) -> None:
+    process = _receive_process("--exit-after", "3")
+    try:
+        ready = json.loads(process.stdout.readline())  # type: ignore[union-attr]
+        assert post(ready["url"], "evt-before-signal") == 200
+        assert json.loads(process.stdout.readline())["event_id"] == "evt-before-signal"  # type: ignore[union-attr]
+        process.send_signal(stop)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err
+    last = json.loads(out.splitlines()[-1])
+    assert last == {"type": "stopped", "requests": 1, "events": 1, "reason": "signal"}
+    assert err.strip() == "error: stopped: 1 of 3 events arrived"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--timeout", "nan", "--timeout must be a number of seconds above 0"),
+        ("--timeout", "inf", "--timeout must be a number of seconds above 0"),
+        ("--timeout", "0", "--timeout must be a number of seconds above 0"),
+        ("--timeout", "-1", "--timeout must be a number of seconds above 0"),
+        ("--delay", "nan", "--delay: delay must be between 0 and 3600 s"),
+        ("--delay", "inf", "--delay: delay must be between 0 and 3600 s"),
+        ("--tolerance", "nan", "tolerance must be between 0 and 86400 seconds"),
+        ("--tolerance", "inf", "tolerance must be between 0 and 86400 seconds"),
+        ("--fail-rate", "nan", "--fail-rate must be between 0 and 1"),
+        ("--fail-rate", "inf", "--fail-rate must be between 0 and 1"),
+    ],
+)
+def test_receive_non_finite_or_non_positive_seconds_are_usage_errors(
+    option: str, value: str, message: str
+) -> None:
+    result = run_cli("receive", "--port", "0", *FLAGS, option, value)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -474,6 +474,34 @@ def test_endpoint_check_command_rejects_a_bad_url() -> None:
     assert "not an http:// or https:// URL" in result.stderr
 
 
+@pytest.mark.usefixtures("hashkey_env")
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://[::1", "is not a valid URL: Invalid IPv6 URL"),
+        ("http://127.0.0.1:0/webhooks", "the port must be a number from 1 to 65535"),
+        ("http://127.0.0.1:70000/webhooks", "the port must be a number from 1 to 65535"),
+        ("https://127.0.0.1:80a/webhooks", "the port must be a number from 1 to 65535"),
+    ],
+)
+def test_endpoint_check_command_unparsable_url_is_a_usage_error(url: str, message: str) -> None:
+    result = run_cli("endpoint", "check", url, *CLI_CREDS)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: '{url}'")
+    assert message in result.stderr
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.usefixtures("hashkey_env")
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_endpoint_check_command_non_finite_timeout_is_a_usage_error(value: str) -> None:
+    result = run_cli(
+        "endpoint", "check", "http://127.0.0.1:9/webhooks", *CLI_CREDS, "--timeout", value
+    )
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.stderr
+
+
 def test_endpoint_check_command_without_credentials_is_a_config_error(base_url: str) -> None:
     result = run_cli("endpoint", "check", base_url + "/good")
     assert result.exit_code == 2
@@ -536,3 +564,59 @@ def test_endpoint_check_command_against_prefctl_receive_passes() -> None:
         receiver.terminate()
         receiver.wait(10)
     assert result.exit_code == 0, result.output
+
+
+def _docs_tls_commands() -> list[list[str]]:
+    """The commands of the TLS example in docs/receiver.md, as argument lists without 'prefctl'."""
+    import shlex
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "receiver.md").read_text()
+    section = text.split("## TLS and mTLS", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    commands = []
+    for line in block.splitlines():
+        for command in line.removeprefix("$ ").split("&&"):
+            words = shlex.split(command)
+            assert words[0] == "prefctl", command
+            commands.append(words[1:])
+    return commands
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_docs_tls_example_works_and_insecure_still_presents_the_client_certificate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/receiver.md's mTLS example, pasted: certificates, `prefctl receive` with --client-ca in
+    its own process, and `prefctl endpoint check` presenting the client certificate, also with
+    --insecure (which turns off server verification only)."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    commands = _docs_tls_commands()
+    issue = [c for c in commands if c[0] == "certs"]
+    (receive,) = [c for c in commands if c[0] == "receive"]
+    (check,) = [c for c in commands if c[:2] == ["endpoint", "check"]]
+    for command in issue:
+        result = run_cli(*command)
+        assert result.exit_code == 0, result.output
+    command = [sys.executable, "-m", "prefctl", "-o", "json", *receive, "--port", "0", *CLI_CREDS]
+    receiver = subprocess.Popen([*command, "--timeout", "120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout is not None
+        ready = json.loads(receiver.stdout.readline())
+        assert (ready["type"], ready["tls"], ready["mtls"]) == ("ready", True, True)
+        url, options = ready["url"], check[3:]
+        assert check[2] == "https://127.0.0.1:8751/webhooks"
+        as_documented = run_cli(*check[:2], url, *options, *CLI_CREDS)
+        client = [o for o in options if o != "--ca-bundle" and not o.endswith("ca.pem")]
+        insecure = run_cli("endpoint", "check", url, *client, "--insecure", *CLI_CREDS)
+        no_client = run_cli("endpoint", "check", url, "--insecure", *CLI_CREDS)
+    finally:
+        receiver.terminate()
+        receiver.wait(10)
+    assert as_documented.exit_code == 0, as_documented.output
+    assert insecure.exit_code == 0, insecure.output
+    assert "all 8 checks passed" in insecure.stderr
+    assert "TLS verification is off" in insecure.stderr
+    assert no_client.exit_code != 0

@@ -42,7 +42,7 @@ def check_endpoint(
         typer.Option(
             "--junit",
             metavar="FILE",
-            help="Also write the report as JUnit XML to FILE (for CI).",
+            help="Also write the report as JUnit XML to FILE (for CI; missing folders are created).",
             show_default=False,
         ),
     ] = None,

@@ -176,7 +176,7 @@ def receive(
     import dataclasses
     import random
 
-    from prefctl.receiver import ReceiverConfig, plan_from_options, serve
+    from prefctl.receiver import ExitAfterNotReached, ReceiverConfig, plan_from_options, serve
     from prefctl.receiver.pump import BackgroundWriter
 
     state = get_state()
@@ -222,7 +222,13 @@ def receive(
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
-        summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
+        try:
+            summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
+        except ExitAfterNotReached as exc:
+            shortfall: ExitAfterNotReached | None = exc
+            summary = exc.summary
+        else:
+            shortfall = None
     finally:
         writer.close()
     if writer.error is not None:
@@ -233,6 +239,8 @@ def receive(
         out.info(
             f"stopped ({summary.reason}): {summary.requests} requests, {summary.events} events"
         )
+    if shortfall is not None:  # exit 1, after the stop line (docs/receiver.md)
+        raise shortfall
 
 
 def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:

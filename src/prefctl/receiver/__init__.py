@@ -6,7 +6,12 @@
 ``.webhook_url``, ``.verdicts`` and ``.stop()``. Each request yields a ``Verdict``.
 """
 
-from prefctl.receiver.config import DEFAULT_PORT, ReceiverConfig, ReceiverSummary
+from prefctl.receiver.config import (
+    DEFAULT_PORT,
+    ExitAfterNotReached,
+    ReceiverConfig,
+    ReceiverSummary,
+)
 from prefctl.receiver.faults import FaultPlan, FaultStep, load_plan, plan_from_options
 from prefctl.receiver.serve import RunningReceiver, serve, start_in_thread
 from prefctl.receiver.verdict import (
@@ -20,6 +25,7 @@ from prefctl.receiver.verdict import (
 
 __all__ = [
     "DEFAULT_PORT",
+    "ExitAfterNotReached",
     "FaultPlan",
     "FaultStep",
     "ForwardResult",

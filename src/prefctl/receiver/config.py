@@ -7,19 +7,20 @@ inconsistent combination (``--client-ca`` without a certificate, ``--redact`` wi
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock
-from prefctl.errors import UsageError
+from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH
 from prefctl.receiver.faults import FaultPlan
 from prefctl.receiver.pump import Sink
 from prefctl.webhooks.signature import DEFAULT_TOLERANCE_SECONDS, SigningCredentials
 
-__all__ = ["DEFAULT_PORT", "ReceiverConfig", "ReceiverSummary"]
+__all__ = ["DEFAULT_PORT", "ExitAfterNotReached", "ReceiverConfig", "ReceiverSummary"]
 
 DEFAULT_PORT = 8751
 
@@ -84,8 +85,8 @@ class ReceiverConfig:
             return "the forward timeout must be between 0 and 300 seconds", None
         if self.exit_after is not None and self.exit_after < 1:
             return "--exit-after must be 1 or more", None
-        if self.timeout is not None and self.timeout <= 0:
-            return "--timeout must be more than 0 seconds", None
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            return f"--timeout must be a number of seconds above 0, not {self.timeout:g}", None
         if (self.tls_cert is None) != (self.tls_key is None):
             return "--tls-cert and --tls-key go together", None
         if self.client_ca is not None and self.tls_cert is None:
@@ -133,3 +134,15 @@ class ReceiverSummary:
     requests: int
     events: int
     reason: str
+
+
+class ExitAfterNotReached(PrefctlError):
+    """The receiver stopped (timeout, signal) before ``exit_after`` events arrived (exit 1).
+
+    ``summary`` is how the run ended, so that ``prefctl receive -o json`` can still print its
+    ``{"type": "stopped"}`` line before the error.
+    """
+
+    def __init__(self, message: str, summary: ReceiverSummary) -> None:
+        super().__init__(message)
+        self.summary = summary

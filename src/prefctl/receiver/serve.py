@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import ReceiverApp
-from prefctl.receiver.config import DEFAULT_PORT, ReceiverConfig, ReceiverSummary
+from prefctl.receiver.config import (
+    DEFAULT_PORT,
+    ExitAfterNotReached,
+    ReceiverConfig,
+    ReceiverSummary,
+)
 from prefctl.receiver.faults import FaultState
 from prefctl.receiver.forward import AutoValidator, Forwarder
 from prefctl.receiver.pump import Sink, VerdictPump
@@ -232,11 +237,12 @@ class _Receiver:
             reason = "signal"
         else:
             reason = "stopped"
+        summary = ReceiverSummary(requests=pump.requests, events=pump.events, reason=reason)
         wanted = self.config.exit_after
         if wanted is not None and reason in ("timeout", "signal"):
             how = f"timed out after {self.config.timeout:g} s" if reason == "timeout" else "stopped"
-            raise PrefctlError(f"{how}: {pump.events} of {wanted} events arrived")
-        return ReceiverSummary(requests=pump.requests, events=pump.events, reason=reason)
+            raise ExitAfterNotReached(f"{how}: {pump.events} of {wanted} events arrived", summary)
+        return summary
 
 
 def serve(
@@ -245,8 +251,8 @@ def serve(
     """Run the receiver until it is stopped; blocking.
 
     ``on_ready`` gets the ready information once uvicorn listens. Returns when ``exit_after``
-    events arrived, the ``timeout`` passed (a ``PrefctlError`` if ``exit_after`` was not reached
-    then), or on SIGINT/SIGTERM. A busy port or an unreadable certificate is a ``UsageError``.
+    events arrived, the ``timeout`` passed, or on SIGINT/SIGTERM; when ``exit_after`` was not
+    reached by then, raises ``ExitAfterNotReached`` (a ``PrefctlError`` carrying the summary). A busy port or an unreadable certificate is a ``UsageError``.
 
     ``serve`` expects to own its process (``prefctl receive``): it moves every object that exists
     before serving out of the garbage collector's sight (``gc.freeze``), so that the collections

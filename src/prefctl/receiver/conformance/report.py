@@ -7,6 +7,7 @@ The JUnit form follows the common schema CI systems read (Jenkins, GitLab, GitHu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,14 +61,25 @@ class CheckConfig:
     subscription_id: int = 1
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
+        hint = "example: prefctl endpoint check https://hooks.example.com/webhooks"
+        try:
+            parts = urlsplit(self.url)
+        except ValueError as exc:  # e.g. "Invalid IPv6 URL"
+            raise UsageError(f"'{self.url}' is not a valid URL: {exc}", hint=hint) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(
-                f"'{self.url}' is not an http:// or https:// URL with a host",
-                hint="example: prefctl endpoint check https://hooks.example.com/webhooks",
+                f"'{self.url}' is not an http:// or https:// URL with a host", hint=hint
             )
-        if self.timeout <= 0 or self.budget <= 0:
-            raise UsageError("the timeout and the budget must be positive")
+        try:
+            port = parts.port
+        except ValueError:  # not a number, or above 65535
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError(f"'{self.url}': the port must be a number from 1 to 65535", hint=hint)
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise UsageError(f"--timeout must be a number of seconds above 0, not {self.timeout:g}")
+        if not (math.isfinite(self.budget) and self.budget > 0):
+            raise UsageError("the response budget must be a positive number of seconds")
 
 
 @dataclass(frozen=True)

@@ -52,11 +52,14 @@ def check_endpoint(
 
 
 def _tls_context(config: CheckConfig) -> ssl.SSLContext | bool:
-    if config.insecure:
+    if config.insecure and config.client_cert is None:
         return False
     from prefctl.auth.tls import ssl_context
 
     context = ssl_context(config.ca_bundle)
+    if config.insecure:  # no server verification, but the client certificate is still presented
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     if config.client_cert is not None:
         try:
             context.load_cert_chain(
