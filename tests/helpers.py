@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +46,24 @@ def run_cli(*args: str, stdin: str | None = None) -> CliResult:
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_process(stdout: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m prefctl ARGS`` in a process whose stdout is ``"full"`` (/dev/full),
+    ``"closed"`` (as with ``>&-``) or ``"broken-pipe"`` (a pipe whose reader has gone)."""
+    command = [sys.executable, "-m", "prefctl", *args]
+    options: dict[str, Any] = {"stderr": subprocess.PIPE, "text": True, "timeout": 60}
+    if stdout == "closed":
+        return subprocess.run(command, preexec_fn=lambda: os.close(1), **options)
+    if stdout == "broken-pipe":
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            return subprocess.run(command, stdout=write_end, **options)
+        finally:
+            os.close(write_end)
+    with open("/dev/full", "w") as full:
+        return subprocess.run(command, stdout=full, **options)
 
 
 def free_port() -> int:

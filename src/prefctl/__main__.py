@@ -11,11 +11,15 @@ import sys
 
 def main() -> None:
     argv = sys.argv[1:]
-    if argv == ["--version"]:
+    if argv == ["--version"] and sys.stdout is not None:
         from prefctl import __version__
 
-        sys.stdout.write(f"prefctl {__version__}\n")
-        return
+        try:
+            sys.stdout.write(f"prefctl {__version__}\n")
+            sys.stdout.flush()
+            return
+        except OSError:
+            pass  # the CLI writes it again and reports the failure in one line
     if "token" in argv and "get" in argv:
         from prefctl.auth.fastpath import serve_cached_token
 

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from prefctl.config import write_private
+from prefctl.config import make_private_dir, write_private
 from prefctl.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
@@ -322,7 +322,7 @@ def _write(
     certificate: x509.Certificate,
     key: PrivateKey,
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(directory, "the certificates folder")
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

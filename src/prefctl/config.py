@@ -376,12 +376,38 @@ def _check_table(path: Path, name: str, table: Any) -> None:
 
 
 def save_config(cfg: ConfigFile) -> None:
-    """Write the file atomically with mode 0600 (its folder 0700 when prefctl creates it)."""
+    """Write the file atomically with mode 0600 (its folders 0700 when prefctl creates them)."""
     import tomli_w
 
-    cfg.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(cfg.path.parent, "the folder of the configuration file")
     write_private(cfg.path, tomli_w.dumps(cfg.to_toml()).encode("utf-8"))
     cfg.exists = True
+
+
+def make_private_dir(directory: Path, what: str, *, hint: str | None = None) -> None:
+    """Create ``directory`` and each missing parent with mode 0700; folders that exist (``$HOME``)
+    are left as they are. ConfigError naming the path when a file stands in the way or the folder
+    cannot be created. (``Path.mkdir(parents=True, mode=0o700)`` would make the parents 0755.)"""
+    missing: list[Path] = []
+    path = directory
+    try:
+        while not path.is_dir():
+            if path.exists() or path.is_symlink():
+                raise ConfigError(
+                    f"cannot create {what} {directory}: {path} is not a folder", hint=hint
+                )
+            missing.append(path)
+            path = path.parent
+        for path in reversed(missing):
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:  # made meanwhile by another prefctl
+                if not path.is_dir():
+                    raise
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {what} {directory}: {_os_reason(exc)}", hint=hint
+        ) from None
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -519,6 +545,7 @@ __all__ = [
     "env_var_for",
     "key_info",
     "load_config",
+    "make_private_dir",
     "profile_as_dict",
     "required_keys",
     "resolve_profile",

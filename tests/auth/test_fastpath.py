@@ -13,6 +13,7 @@ from prefctl.auth.cache import CachedToken, TokenCache
 from prefctl.auth.fastpath import FastRequest, parse
 from prefctl.clock import SystemClock
 from tests.auth.helpers import CLIENT_ID, SCOPE, write_profile
+from tests.helpers import run_process
 
 URL = "http://127.0.0.1:9"  # nothing listens: the fast path must not need the network
 HEAVY = ("httpx", "pydantic", "typer", "rich", "cryptography", "jwt")
@@ -129,3 +130,28 @@ def test_fastpath_json_output_env_goes_to_the_cli(isolated_env: Path) -> None:
     result = _run("token", "get", env={"PREFCTL_OUTPUT": "json"})
     assert result.returncode == 0, result.stderr
     assert '"access_token": "cached-token-value"' in result.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        ("full", "error: cannot write the output: [Errno 28] No space left on device"),
+        ("closed", "error: cannot write the output: stdout is closed"),
+    ],
+)
+def test_fastpath_output_that_cannot_be_written_is_one_line_exit_1(
+    isolated_env: Path, stdout: str, message: str
+) -> None:
+    write_profile(URL)
+    _prime()
+    result = run_process(stdout, "token", "get")
+    assert (result.returncode, result.stderr) == (1, message + "\n")
+    assert "cached-token-value" not in result.stderr
+
+
+def test_fastpath_pipe_closed_by_its_reader_ends_quietly_exit_1(isolated_env: Path) -> None:
+    write_profile(URL)
+    _prime()
+    result = run_process("broken-pipe", "token", "get")
+    assert (result.returncode, result.stderr) == (1, "")

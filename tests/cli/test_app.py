@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 from prefctl import __version__
 from prefctl.cli.app import COMMANDS
-from tests.helpers import CliResult, run_cli
+from tests.helpers import CliResult, run_cli, run_process
 
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*3[0-9]")
 
@@ -137,3 +138,26 @@ def test_global_options_after_the_command_work_like_before_it() -> None:
     after = run_cli("config", "list", "-o", "json")
     assert after.exit_code == before.exit_code == 0
     assert after.json == before.json
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        ("full", "error: cannot write the output: [Errno 28] No space left on device"),
+        ("closed", "error: cannot write the output: stdout is closed"),
+    ],
+)
+@pytest.mark.parametrize(
+    "args", [["policy", "explain"], ["-o", "json", "policy", "explain"], ["--version"]]
+)
+def test_output_that_cannot_be_written_is_one_line_exit_1(
+    args: list[str], stdout: str, message: str
+) -> None:
+    done = run_process(stdout, *args)
+    assert (done.returncode, done.stderr) == (1, message + "\n")
+
+
+def test_output_to_a_pipe_closed_by_its_reader_ends_quietly_exit_1() -> None:
+    done = run_process("broken-pipe", "policy", "explain")
+    assert (done.returncode, done.stderr) == (1, "")

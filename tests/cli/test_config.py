@@ -477,3 +477,27 @@ def test_readable_file_with_inline_secret_warns_but_works(config_path: Path) -> 
     assert "warning:" in result.stderr
     assert "chmod 600" in result.stderr
     assert SECRET not in result.output
+
+
+def test_config_flag_folders_prefctl_creates_are_0700_whatever_the_umask(tmp_path: Path) -> None:
+    before = stat.S_IMODE(tmp_path.stat().st_mode)
+    other = tmp_path / "a" / "b" / "p.toml"
+    previous = os.umask(0)
+    try:
+        result = run_cli("--config", str(other), "config", "init", "dev", *REQUIRED)
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == before  # an existing folder is left alone
+
+
+def test_config_flag_under_a_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = run_cli("--config", str(tmp_path / "file" / "p.toml"), "config", "init", "dev",
+                     *REQUIRED)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert str(tmp_path / "file") in result.stderr

@@ -256,3 +256,57 @@ def test_profiles_import_of_a_file_without_records_exits_2(emulator: RunningEmul
     result = cli("profiles", "import", "-", stdin="[]")
     assert result.exit_code == 2
     assert "holds no records" in result.stderr
+
+
+# -- bodies that are JSON but cannot be sent -------------------------------------------------------
+BEYOND_64_BITS = "100000000000000000000"
+NESTED_300 = "[" * 300 + "]" * 300
+NESTED_2000 = "[" * 2000 + "]" * 2000
+LONE_SURROGATE = '"\\ud800"'
+UNSENDABLE = [
+    (BEYOND_64_BITS, "cannot be sent: Integer exceeds 64-bit range"),
+    (NESTED_300, "cannot be sent: it is nested more than 254 levels deep"),
+    (NESTED_2000, "is nested too deeply"),
+    (LONE_SURROGATE, "cannot be sent: str is not valid UTF-8: surrogates not allowed"),
+]
+
+
+def assert_usage_line(result, expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert expected in lines[0]
+    assert "internal error" not in lines[0]
+
+
+@pytest.mark.parametrize(("value", "expected"), UNSENDABLE)
+def test_profiles_create_with_a_value_json_cannot_send_exits_2(
+    emulator: RunningEmulator, cli, value: str, expected: str
+) -> None:
+    result = cli("profiles", "create", "--file", "-", stdin=f'{{"Tags": {value}}}')
+    assert_usage_line(result, expected)
+    assert "stdin" in result.stderr
+
+
+@pytest.mark.parametrize(("value", "expected"), UNSENDABLE)
+def test_profiles_update_with_a_value_json_cannot_send_exits_2(
+    emulator: RunningEmulator, cli, value: str, expected: str
+) -> None:
+    profile_id = str(create(cli)["ProfileId"])
+    assert_usage_line(cli("profiles", "update", profile_id, "--set", f"Tags={value}"), expected)
+    merge = cli("profiles", "update", profile_id, "-f", "-", stdin=f'{{"Tags": {value}}}')
+    assert_usage_line(merge, expected)
+    assert cli("-o", "json", "profiles", "get", profile_id).json["Tags"] == ["founder"]
+
+
+@pytest.mark.parametrize(("value", "expected"), UNSENDABLE)
+def test_profiles_import_with_a_value_json_cannot_send_exits_2(
+    emulator: RunningEmulator, cli, value: str, expected: str
+) -> None:
+    records = f'{{"Tags": ["ok"]}}\n{{"Tags": {value}}}\n'
+    assert_usage_line(cli("profiles", "import", "-", stdin=records), expected)
+    array = cli("profiles", "import", "-", stdin=f'[{{"Tags": ["ok"]}}, {{"Tags": {value}}}]')
+    assert_usage_line(array, expected)
+    assert "record 2" in array.stderr or "nested too deeply" in array.stderr

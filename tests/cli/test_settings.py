@@ -66,3 +66,14 @@ def test_settings_set_unknown_key_exits_2_listing_the_known_ones(
     assert result.exit_code == 2
     assert "unknown setting 'Speed'" in result.stderr
     assert "MaxConcurrentRequests" in result.stderr
+
+
+def test_settings_set_beyond_64_bits_is_a_range_error(emulator: RunningEmulator, cli) -> None:
+    before = cli("-o", "json", "settings", "get").json
+    result = cli("settings", "set", "AlertFrequencyMax=100000000000000000000")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "error: AlertFrequencyMax=100000000000000000000 is out of range "
+        "1–9223372036854775807 minutes"
+    )
+    assert cli("-o", "json", "settings", "get").json == before

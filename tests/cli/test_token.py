@@ -268,3 +268,32 @@ def test_token_inspect_verify_refuses_a_symmetric_algorithm(stub: StubTokenServi
     forged = jwt.encode(claims, "k" * 32, algorithm="HS256")
     line = _one_line_error(run_cli("token", "inspect", "--verify", forged), 1)
     assert "'HS256' is not accepted" in line
+
+
+# -- the cache folder ------------------------------------------------------------------------------
+def test_token_get_cache_folders_prefctl_creates_are_0700_whatever_the_umask(
+    stub: StubTokenService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cache = tmp_path / "xdg-cache" / "prefctl"
+    monkeypatch.setenv("PREFCTL_CACHE_DIR", str(cache))
+    previous = os.umask(0)
+    try:
+        result = run_cli("token", "get")
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    for folder in (cache.parent, cache, cache / "tokens"):
+        assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
+
+
+@pytest.mark.parametrize("command", [["token", "get"], ["programs", "list"]])
+def test_cache_dir_that_is_a_file_is_exit_2_before_a_token_is_issued(
+    stub: StubTokenService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: list[str]
+) -> None:
+    not_a_folder = tmp_path / "cache-file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("PREFCTL_CACHE_DIR", str(not_a_folder))
+    line = _one_line_error(run_cli(*command), 2)
+    assert f"{not_a_folder} is not a folder" in line
+    assert "PREFCTL_CACHE_DIR" in line
+    assert stub.token_requests == []

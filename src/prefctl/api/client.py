@@ -25,7 +25,7 @@ import httpx
 from prefctl import __version__
 from prefctl.api.problems import error_for_response
 from prefctl.auth.token_client import transport_error_reason
-from prefctl.errors import ConfigError, PrefctlError, UnreachableError
+from prefctl.errors import ConfigError, PrefctlError, UnreachableError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
@@ -42,6 +42,7 @@ __all__ = [
     "all_items",
     "as_page",
     "as_resource",
+    "encode_body",
 ]
 
 # An API resource exactly as the service returns it (PascalCase keys).
@@ -136,9 +137,7 @@ class ApiClient:
         headers: dict[str, str] = {}
         content: bytes | None = None
         if body is not None:
-            import orjson
-
-            content = orjson.dumps(body)
+            content = encode_body(body)
             headers["Content-Type"] = content_type
         try:
             response = self._http.request(
@@ -222,6 +221,24 @@ class ApiClient:
         if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check api_url in the profile and your network"
+
+
+def encode_body(body: Any, what: str = "the body") -> bytes:
+    """``body`` as the JSON bytes of a request; UsageError saying why when it cannot be sent.
+
+    Valid JSON can still be unsendable: an integer beyond 64 bits, nesting deeper than 254
+    levels, a lone surrogate such as ``"\\ud800"``. Input readers call this too, so that such a
+    body fails before any request is made.
+    """
+    import orjson
+
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError as exc:
+        reason = str(exc)
+        if reason == "Recursion limit reached":
+            reason = "it is nested more than 254 levels deep"
+        raise UsageError(f"{what} cannot be sent: {reason}") from None
 
 
 @dataclass(frozen=True)

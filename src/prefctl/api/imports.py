@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from prefctl.api.client import ApiClient, Resource
+from prefctl.api.client import ApiClient, Resource, encode_body
 from prefctl.clock import Clock
 from prefctl.errors import PrefctlError, UsageError
 
@@ -48,6 +48,8 @@ def parse_records(text: str, where: str) -> list[dict[str, Any]]:
             records = list(json.loads(stripped))
         except ValueError as exc:
             raise UsageError(f"{where} is not a valid JSON array: {exc}") from None
+        except RecursionError:
+            raise UsageError(f"{where} is nested too deeply") from None
     else:
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -56,9 +58,12 @@ def parse_records(text: str, where: str) -> list[dict[str, Any]]:
                 records.append(json.loads(line))
             except ValueError as exc:
                 raise UsageError(f"{where} line {number} is not JSON: {exc}") from None
+            except RecursionError:
+                raise UsageError(f"{where} line {number} is nested too deeply") from None
     for index, record in enumerate(records, 1):
         if not isinstance(record, dict):
             raise UsageError(f"{where}: record {index} is not a JSON object (a profile)")
+        encode_body(record, f"{where}: record {index}")
     if not records:
         raise UsageError(f"{where} holds no records")
     return records

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prefctl.api.client import JSON_PATCH, MERGE_PATCH
+from prefctl.api.client import JSON_PATCH, MERGE_PATCH, encode_body
 from prefctl.errors import UsageError
 
 __all__ = [
@@ -84,7 +84,14 @@ def parse_assignment(text: str) -> Assignment:
         raise UsageError(f"--set {text!r}: the path must start with a field name")
     if APPEND in segments[:-1]:
         raise UsageError(f"--set {text!r}: '-' (append) can only end a path")
-    return Assignment(text, tuple(segments), _value(raw))
+    # Named by its path: the value itself may be thousands of characters long.
+    where = f"--set {path_text.strip()}=…"
+    try:
+        value = _value(raw)
+    except RecursionError:
+        raise UsageError(f"{where}: the value is nested too deeply") from None
+    encode_body(value, f"{where}: the value")
+    return Assignment(text, tuple(segments), value)
 
 
 def _value(raw: str) -> Any:

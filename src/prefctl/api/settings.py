@@ -71,9 +71,12 @@ def check_settings(settings: Mapping[str, Any], changed: Iterable[str] | None = 
     known = {k: v for k, v in settings.items() if k in SETTING_RANGES and isinstance(v, int)}
     changed = [name for name in changed or () if name in known]
     for name in dict.fromkeys([*changed, *known]):
-        limits = SETTING_RANGES[name]
-        if limits.check(known[name]) is not None:
-            raise UsageError(f"{name}={known[name]} is out of range {describe_range(limits)}")
+        limits, value = SETTING_RANGES[name], known[name]
+        if limits.check(value) is not None:
+            bounds = describe_range(limits)
+            if value > limits.upper:  # "1 or more" still ends where a request's integers do
+                bounds = f"{limits.minimum}–{limits.upper} {limits.unit}"
+            raise UsageError(f"{name}={value} is out of range {bounds}")
     for higher, limits in SETTING_RANGES.items():
         lower = limits.at_least
         if lower is None or higher not in known or lower not in known:

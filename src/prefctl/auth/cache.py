@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prefctl.config import ENV_CACHE_DIR, write_private
+from prefctl.config import ENV_CACHE_DIR, make_private_dir, write_private
+from prefctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
@@ -194,11 +195,28 @@ class TokenCache:
             return None
         return token
 
+    def prepare(self) -> None:
+        """Create the folder (0700, with the parents prefctl creates) if it is missing.
+
+        Called before a token is requested, so that a cache that cannot hold the token (e.g.
+        ``PREFCTL_CACHE_DIR`` names a file) is a ConfigError before the token is issued and lost.
+        """
+        hint = f"set {ENV_CACHE_DIR} to a folder prefctl can write"
+        make_private_dir(self.directory, "the token cache folder", hint=hint)
+        if not os.access(self.directory, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot write the token cache folder {self.directory}", hint=hint)
+
     def store(self, token: CachedToken) -> Path:
         """Write ``token`` (mode 0600, atomically) and return the file's path."""
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.prepare()
         path = self.path_for(token.auth_url, token.client_id, token.scope)
-        write_private(path, token.to_json())
+        try:
+            write_private(path, token.to_json())
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write the token cache {path}: {exc.strerror or exc}",
+                hint=f"set {ENV_CACHE_DIR} to a folder prefctl can write",
+            ) from None
         return path
 
     def clear(self, auth_url: str | None = None, client_id: str | None = None) -> int:

@@ -6,8 +6,9 @@ the command line is exactly ``[global options] token get [--scope S]`` and the c
 token for the resolved profile, the token is printed from here and nothing heavy is imported.
 
 In every other case (other flags, ``-v``, JSON output, no fresh token, a configuration problem or
-warning) it returns False and the full CLI runs, which does the same work with its messages and
-error handling. Only ``config.py``, ``cache.py`` and ``clock.py`` are imported here.
+warning, stdout that cannot be written) it returns False and the full CLI runs, which does the same
+work with its messages and error handling. Only ``config.py``, ``cache.py`` and ``clock.py`` are
+imported here.
 """
 
 from __future__ import annotations
@@ -110,6 +111,13 @@ def serve_cached_token(
     if token is None:
         return False
     out = stdout or sys.stdout
-    out.write(token + "\n")
-    out.flush()
+    if out is None:  # stdout closed (`>&-`)
+        return False
+    try:
+        out.write(token + "\n")
+        out.flush()
+    except OSError:
+        # A full disk or a pipe closed by its reader: the full CLI writes again and reports it
+        # (one line, or quietly for the pipe), so the wording lives in one place.
+        return False
     return True

@@ -119,6 +119,7 @@ class TokenProvider:
     def _fetch(self) -> CachedToken:
         if self._client is None:
             self._client = self._client_factory()
+        self.cache.prepare()  # a cache that cannot hold the token fails before it is issued
         token = self._client.request(self.scope)
         self.cache.store(token)
         return token

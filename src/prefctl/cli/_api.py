@@ -66,14 +66,21 @@ def source_name(source: str) -> str:
 
 
 def read_json(source: str, what: str) -> Any:
-    """The JSON value in file ``source`` (``-``: stdin); UsageError naming it when it is not."""
+    """The JSON value in file ``source`` (``-``: stdin), to be sent as a request body;
+    UsageError naming it when it is not JSON, or is JSON the service cannot be sent."""
+    from prefctl.api.client import encode_body
+
     text = read_text(source)
     if not text.strip():
         raise UsageError(f"{source_name(source)} is empty; expected {what}")
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"{source_name(source)} is not valid JSON ({what}): {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{source_name(source)} is nested too deeply ({what})") from None
+    encode_body(value, f"the body in {source_name(source)}")
+    return value
 
 
 def read_object(source: str, what: str) -> dict[str, Any]:

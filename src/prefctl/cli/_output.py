@@ -10,9 +10,9 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from prefctl.errors import UsageError
+from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,20 +82,21 @@ class Output:
     # -- data (stdout) --------------------------------------------------------------------------
     def line(self, text: str) -> None:
         """One line of plain data on stdout (a token, an id), with no markup."""
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        with writing_stdout() as stdout:
+            stdout.write(text + "\n")
+            stdout.flush()
 
     def raw(self, data: bytes) -> None:
         """Bytes already encoded for stdout (a batch of NDJSON lines, newline included)."""
-        stdout = sys.stdout
-        buffer = getattr(stdout, "buffer", None)
-        if buffer is None:  # a text-only stream (stdout captured into a StringIO)
-            stdout.write(data.decode())
-            stdout.flush()
-            return
-        stdout.flush()  # anything written as text before goes first
-        buffer.write(data)
-        buffer.flush()
+        with writing_stdout() as stdout:
+            buffer = getattr(stdout, "buffer", None)
+            if buffer is None:  # a text-only stream (stdout captured into a StringIO)
+                stdout.write(data.decode())
+                stdout.flush()
+                return
+            stdout.flush()  # anything written as text before goes first
+            buffer.write(data)
+            buffer.flush()
 
     def json(self, data: Any) -> None:
         """Data as JSON on stdout (lists print as one JSON array)."""
@@ -130,7 +131,8 @@ class Output:
         for row in rows:
             # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
             table.add_row(*[Text(_cell(row.get(key))) for key, _ in columns])
-        self.out.print(table)
+        with writing_stdout():
+            self.out.print(table)
 
     def record(
         self, data: Mapping[str, Any], *, title: str | None = None, json_data: Any = None
@@ -147,11 +149,13 @@ class Output:
         table.add_column(overflow="fold")
         for key, value in data.items():
             table.add_row(Text(str(key)), Text(_cell(value)))
-        self.out.print(table)
+        with writing_stdout():
+            self.out.print(table)
 
     def render(self, renderable: Any) -> None:
         """A Rich renderable (panel, tree, chart) on stdout, for table mode."""
-        self.out.print(renderable)
+        with writing_stdout():
+            self.out.print(renderable)
 
     # -- messages (stderr) ----------------------------------------------------------------------
     def info(self, message: str) -> None:
@@ -231,6 +235,21 @@ class Output:
         if default is None:
             return Prompt.ask(label, console=self.err, password=secret)
         return Prompt.ask(label, console=self.err, password=secret, default=default)
+
+
+@contextmanager
+def writing_stdout() -> Iterator[TextIO]:
+    """stdout, for a block that writes data to it. A write that fails (a full disk, stdout
+    closed with ``>&-``) becomes a one-line PrefctlError (exit 1); a pipe closed by its reader
+    (``| head``) stays a BrokenPipeError, which the CLI ends on quietly."""
+    if sys.stdout is None:
+        raise PrefctlError("cannot write the output: stdout is closed")
+    try:
+        yield sys.stdout
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise PrefctlError(f"cannot write the output: {exc}") from None
 
 
 def _escape(text: str) -> str:

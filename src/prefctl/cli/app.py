@@ -59,7 +59,7 @@ class OutputFormat(StrEnum):
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"prefctl {__version__}\n")
+        get_state().out.line(f"prefctl {__version__}")
         raise typer.Exit()
 
 

@@ -10,7 +10,6 @@ prefctl deadletters purge (filters | --all) [--yes]
 from __future__ import annotations
 
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -27,6 +26,7 @@ from prefctl.cli._delivery_options import (
     UntilOption,
     dead_letter_filter,
 )
+from prefctl.cli._output import writing_stdout
 from prefctl.cli.app import new_group
 from prefctl.cli.deliveries import last_answer, timeline_rows
 from prefctl.dispatcher.policy import DeadLetterReason
@@ -242,7 +242,8 @@ def export(
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
         if file is None:
             count = deadletters.export_dead_letters(conn, selection, _stdout_write, fmt=fmt.value)
-            sys.stdout.flush()
+            with writing_stdout() as stdout:
+                stdout.flush()
         else:
             count = _export_to_file(
                 conn, selection, file, "json" if fmt.value == "json" else "ndjson"
@@ -254,7 +255,8 @@ def export(
 
 
 def _stdout_write(data: bytes) -> None:
-    sys.stdout.write(data.decode("utf-8"))
+    with writing_stdout() as stdout:
+        stdout.write(data.decode("utf-8"))
 
 
 def _export_to_file(

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prefctl.config import write_private
+from prefctl.config import make_private_dir, write_private
 from prefctl.emulator import paths
 from prefctl.errors import (
     AuthError,
@@ -177,7 +177,7 @@ def start_detached(
     ``/healthz`` answers. Its output goes to ``emulator.log`` in the data dir."""
     config.validate()
     data_dir = config.resolved_data_dir()
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(data_dir, "the data folder")
     ensure_not_running(data_dir)
     log_file = paths.log_path(data_dir)
     argv = [sys.executable, "-m", "prefctl", "-" + "v" * max(1, verbosity)]

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from prefctl.config import ENV_DATA_DIR
+from prefctl.config import ENV_DATA_DIR, make_private_dir
 
 STORE_FILE = "emulator.db"
 PID_FILE = "emulator.pid"
@@ -49,7 +49,7 @@ def ensure_private_store(data_dir: Path) -> Path:
 
     SQLite creates its -wal and -shm files with the main file's mode, so they stay private too.
     """
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(data_dir, "the data folder")
     path = store_path(data_dir)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(fd)

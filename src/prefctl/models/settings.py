@@ -19,13 +19,24 @@ from pydantic.alias_generators import to_pascal, to_snake
 
 from prefctl.models._base import WireModel, strict_model
 
-__all__ = ["SETTING_RANGES", "SettingRange", "StrictWebhookSettings", "WebhookSettings"]
+__all__ = [
+    "INTEGER_MAX",
+    "SETTING_RANGES",
+    "SettingRange",
+    "StrictWebhookSettings",
+    "WebhookSettings",
+]
+
+
+# Requests carry integers as signed 64-bit JSON numbers, so a setting without a maximum of its own
+# ("value above 0" in the spec) still cannot exceed this.
+INTEGER_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
 class SettingRange:
-    """Limits of one setting. ``maximum`` None means unbounded; ``at_least`` names a setting
-    this one may not be below."""
+    """Limits of one setting. ``maximum`` None means no limit of its own (``upper`` is then
+    ``INTEGER_MAX``); ``at_least`` names a setting this one may not be below."""
 
     name: str
     minimum: int
@@ -35,12 +46,17 @@ class SettingRange:
     description: str
     at_least: str | None = None
 
+    @property
+    def upper(self) -> int:
+        """The largest value accepted: ``maximum``, else the largest integer a request carries."""
+        return INTEGER_MAX if self.maximum is None else self.maximum
+
     def check(self, value: int, others: Mapping[str, int] | None = None) -> str | None:
         """A message when ``value`` is out of range (given the settings it needs), else None."""
         if value < self.minimum:
             return f"{self.name} must be at least {self.minimum} ({self.unit})"
-        if self.maximum is not None and value > self.maximum:
-            return f"{self.name} must be at most {self.maximum} ({self.unit})"
+        if value > self.upper:
+            return f"{self.name} must be at most {self.upper} ({self.unit})"
         if self.at_least is not None and others is not None and self.at_least in others:
             floor = others[self.at_least]
             if value < floor:
