@@ -158,6 +158,14 @@ def test_output_that_cannot_be_written_is_one_line_exit_1(
     assert (done.returncode, done.stderr) == (1, message + "\n")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["--help"], ["deadletters", "--help"]])
+def test_help_that_cannot_be_written_is_one_line_exit_1(args: list[str]) -> None:
+    done = run_process("full", *args)
+    expected = "error: cannot write the output: [Errno 28] No space left on device\n"
+    assert (done.returncode, done.stderr) == (1, expected)
+
+
 def test_output_to_a_pipe_closed_by_its_reader_ends_quietly_exit_1() -> None:
     done = run_process("broken-pipe", "policy", "explain")
     assert (done.returncode, done.stderr) == (1, "")

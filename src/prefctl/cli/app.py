@@ -216,13 +216,13 @@ def run(argv: list[str] | None = None) -> int:
         get_state().out.error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # the click exception tree is vendored by typer: match by shape
-        return _render_unexpected(exc)
+        return _render_unexpected(exc, help_asked="--help" in argv or "-h" in argv)
     if result == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
         get_state().out.error("interrupted")
     return result if isinstance(result, int) else 0
 
 
-def _render_unexpected(exc: Exception) -> int:
+def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     out = get_state().out
     if type(exc).__name__ == "NoArgsIsHelpError":
         out.err.print(exc.format_message(), markup=False, highlight=False)  # type: ignore[attr-defined]
@@ -233,6 +233,9 @@ def _render_unexpected(exc: Exception) -> int:
         out.error(exc.format_message(), f"see {where}")
         return int(exc.exit_code)
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
+        return EXIT_FAILED
+    if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say
+        out.error(f"cannot write the output: {exc}")
         return EXIT_FAILED
     from prefctl import logs
 
