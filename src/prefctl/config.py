@@ -487,6 +487,18 @@ def resolve_profile(
     )
 
 
+def command_line_value(key: str, value: str) -> str:
+    """``value`` of ``key`` as typed on a command line, ready to be written into the file.
+
+    A relative path is made absolute from the current folder, as for any command-line path: once in
+    the file it would otherwise be read relative to the file's folder. ``~`` paths are kept as typed.
+    """
+    _, info = key_info(key)
+    if info.is_path and value and not value.startswith("~") and not Path(value).is_absolute():
+        return str(Path(value).absolute())
+    return value
+
+
 def _pick(
     key: str, flags: Mapping[str, str], env: Mapping[str, str], table: Mapping[str, Any]
 ) -> tuple[str, str]:
@@ -541,6 +553,7 @@ __all__ = [
     "WebhookConfig",
     "check_key",
     "check_profile_name",
+    "command_line_value",
     "config_path",
     "env_var_for",
     "key_info",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from prefctl.emulator.serve import RunningEmulator
 from tests.helpers import CliResult, run_cli, wait_until
 
 REQUIRED = ("--service-client-id", "DEMO_CORP", "--user-id", "admin", "--client-id", "c" * 48)
@@ -84,7 +85,10 @@ def run_tty(
 # -- init ------------------------------------------------------------------------------------------
 
 
-def test_init_flags_write_private_file_with_first_profile_default(config_path: Path) -> None:
+def test_init_flags_write_private_file_with_first_profile_default(
+    config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     result = init(
         "dev",
         "--api-url",
@@ -108,7 +112,7 @@ def test_init_flags_write_private_file_with_first_profile_default(config_path: P
         "service_client_id": "DEMO_CORP",
         "user_id": "admin",
         "client_id": "c" * 48,
-        "client_secret_file": "secret.txt",
+        "client_secret_file": str(Path.cwd() / "secret.txt"),  # a flag path: from the cwd
         "webhooks": {"signature_user_id": "signer", "hashkey_env": "MY_HASHKEY"},
     }
 
@@ -329,15 +333,74 @@ def test_use_switches_default(config_path: Path) -> None:
     assert "unknown profile 'nope'" in one_line_error(run_cli("config", "use", "nope"))
 
 
-def test_set_writes_value_and_webhook_key(config_path: Path) -> None:
+def test_set_writes_value_and_webhook_key(
+    config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     init("dev")
     assert run_cli("config", "set", "dev", "api_url", "https://x/api").exit_code == 0
     assert run_cli("config", "set", "dev", "webhooks.hashkey_file", "hk.txt").exit_code == 0
     assert run_cli("config", "set", "dev", "signature_user_id", "signer").exit_code == 0
     profile = read_toml(config_path)["profiles"]["dev"]
     assert profile["api_url"] == "https://x/api"
-    assert profile["webhooks"] == {"hashkey_file": "hk.txt", "signature_user_id": "signer"}
+    assert profile["webhooks"] == {
+        "hashkey_file": str(Path.cwd() / "hk.txt"),
+        "signature_user_id": "signer",
+    }
     assert stat.S_IMODE(config_path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    "key", ["client_secret_file", "certificate", "private_key", "ca_bundle", "hashkey_file"]
+)
+def test_set_relative_path_is_stored_absolute_from_the_current_folder(
+    key: str, config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    init("dev")
+    result = run_cli("-o", "json", "config", "set", "dev", key, "keys/file.pem")
+    assert result.exit_code == 0, result.output
+    expected = str(Path.cwd() / "keys" / "file.pem")
+    assert result.json["value"] == expected
+    shown = run_cli("-o", "json", "config", "show", "dev").json
+    assert (shown["webhooks"] if key == "hashkey_file" else shown)[key] == expected
+
+
+def test_set_home_and_absolute_paths_are_stored_as_given(config_path: Path) -> None:
+    init("dev")
+    assert run_cli("config", "set", "dev", "ca_bundle", "~/ca.pem").exit_code == 0
+    assert run_cli("config", "set", "dev", "certificate", "/etc/c.pem").exit_code == 0
+    profile = read_toml(config_path)["profiles"]["dev"]
+    assert (profile["ca_bundle"], profile["certificate"]) == ("~/ca.pem", "/etc/c.pem")
+
+
+def test_init_relative_secret_file_is_read_from_where_init_ran(
+    emulator: RunningEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where_init_ran, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    where_init_ran.mkdir()
+    elsewhere.mkdir()
+    (where_init_ran / "secret.txt").write_text(emulator.account.client_secret + "\n")
+    config = str(tmp_path / "configs" / "profiles.toml")
+    account = emulator.account
+    monkeypatch.chdir(where_init_ran)
+    created = run_cli(
+        "--config", config, "config", "init", "ci",
+        "--auth-url", emulator.auth_url, "--api-url", emulator.api_url,
+        "--service-client-id", account.service_client_id, "--user-id", account.user_id,
+        "--client-id", account.client_id, "--client-secret-file", "./secret.txt",
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    secret_file = str(Path.cwd() / "secret.txt")
+    assert f"the client_secret will be read from {secret_file}" in created.stderr
+
+    monkeypatch.chdir(elsewhere)
+    token = run_cli("--config", config, "token", "get")
+    assert token.exit_code == 0, token.output
+    assert token.stdout.count(".") == 2  # a JWT, issued for the secret in project/secret.txt
+    shown = run_cli("--config", config, "-o", "json", "config", "show").json
+    assert shown["client_secret_file"] == secret_file
+    assert shown["secrets"]["client_secret"]["source"] == secret_file
 
 
 def test_set_unknown_key_exit_2_lists_keys() -> None:

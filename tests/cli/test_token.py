@@ -120,6 +120,19 @@ def test_token_get_unreadable_secret_file_is_exit_2(stub: StubTokenService, tmp_
     assert f"cannot read the client secret of profile 'local' from {secret_file}" in line
 
 
+def test_token_get_cached_token_skips_the_credentials_force_checks_them(
+    stub: StubTokenService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As docs/authentication.md says: the cache answers without reading the secret; --force
+    # always asks the token service, so it is the credential check for CI.
+    assert run_cli("token", "get").exit_code == 0
+    monkeypatch.delenv("TEST_CLIENT_SECRET")
+    cached = run_cli("token", "get")
+    assert (cached.exit_code, cached.stdout) == (0, stub.issued[0] + "\n")
+    line = _one_line_error(run_cli("token", "get", "--force"), 2)
+    assert "no client secret" in line
+
+
 def test_token_get_unreachable_auth_url_is_exit_5_naming_the_url(
     stub: StubTokenService,
 ) -> None:
@@ -227,6 +240,27 @@ def test_token_inspect_verify_checks_the_issuer_keys(stub: StubTokenService) -> 
     assert result.exit_code == 0, result.output
     assert result.json["verified"] is True
     assert any(r.path == "/oauth2/v1/keys" for r in stub.requests)
+
+
+def test_token_inspect_verify_expired_token_says_the_signature_is_valid_and_it_expired(
+    stub: StubTokenService,
+) -> None:
+    line = _one_line_error(run_cli("token", "inspect", "--verify", stub.mint(lifetime=-90)), 1)
+    assert "verification failed: the signature is valid but the token expired at" in line
+    assert "not checked" not in line
+    assert any(r.path == "/oauth2/v1/keys" for r in stub.requests)
+
+
+def test_token_inspect_verify_expired_forged_token_reports_the_signature(
+    stub: StubTokenService,
+) -> None:
+    header, _payload, signature = stub.mint().split(".")
+    forged = stub.mint(lifetime=-90).split(".")[1]
+    line = _one_line_error(
+        run_cli("token", "inspect", "--verify", f"{header}.{forged}.{signature}"), 1
+    )
+    assert "verification failed" in line
+    assert "signature is valid" not in line
 
 
 def test_token_inspect_verify_rejects_a_tampered_token(stub: StubTokenService) -> None:

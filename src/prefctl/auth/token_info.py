@@ -121,7 +121,10 @@ def verify(
         raise PrefctlError(f"verification failed: {exc}") from None
     verified = TokenInfo(header=info.header, claims=dict(claims), verified=True)
     if verified.is_expired(now):
-        raise PrefctlError(f"verification failed: the token expired at {_iso(verified)}")
+        raise PrefctlError(
+            f"verification failed: the signature is valid but the token expired at {_iso(verified)}",
+            hint="get a new one with 'prefctl token get'",
+        )
     return verified
 
 

@@ -142,6 +142,7 @@ def init(
                 values[key] = out.prompt(key, default=cfg_mod.ALL_KEYS[key].default)
         for key in missing:
             values[key] = _ask(key)
+    values = {key: cfg_mod.command_line_value(key, value) for key, value in values.items()}
     cfg.add_profile(name, values, replace=force, default=make_default)
     cfg_mod.save_config(cfg)
     is_default = cfg.default == name
@@ -308,6 +309,7 @@ def set_key(
         from prefctl.logs import register_secret
 
         register_secret(value)
+    value = cfg_mod.command_line_value(dotted, value)
     cfg.set_value(name, dotted, value)
     cfg_mod.save_config(cfg)
     shown = "***" if info.secret else value

@@ -47,7 +47,11 @@ def get_token(
         ),
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Fetch a new token even if a cached one is fresh.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Fetch a new token even if a cached one is fresh (which also checks the credentials).",
+        ),
     ] = False,
     as_json: Annotated[
         bool,
@@ -100,7 +104,7 @@ def inspect_token(
     register_secret(text)
     now = SystemClock().now()
     info = token_info.decode(text)
-    if not info.is_expired(now) and verify:
+    if verify:  # an expired token too: the error then says whether its signature is valid
         profile = _optional_profile(state)
         ca_bundle = profile.path(profile.ca_bundle) if profile and profile.ca_bundle else None
         info = token_info.verify(text, now=now, ca_bundle=ca_bundle)
