@@ -101,6 +101,17 @@ def test_subscription_input_non_http_url_rejected(url: str) -> None:
     assert set(_error_locations(SubscriptionInput, {**BODY, "Url": url})) == {"Url"}
 
 
+@pytest.mark.parametrize("name", ["1", "0042", " 7 "])
+def test_subscription_input_name_of_digits_only_rejected(name: str) -> None:
+    errors = _error_locations(SubscriptionInput, {**BODY, "Name": name})
+    assert set(errors) == {"Name"}
+    assert "must not be made of digits only" in errors["Name"]
+
+
+def test_subscription_input_name_with_digits_and_letters_accepted() -> None:
+    assert SubscriptionInput.model_validate({**BODY, "Name": "crm 2"}).name == "crm 2"
+
+
 def test_subscription_input_empty_selection_list_rejected() -> None:
     assert set(_error_locations(SubscriptionInput, {**BODY, "Subscriptions": []})) == {
         "Subscriptions"

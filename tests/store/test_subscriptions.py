@@ -93,6 +93,19 @@ def test_no_conflict_for_other_url_type_or_account(conn: sqlite3.Connection) -> 
     add_subscription(conn, subscription_body(URL, EMAIL_ADDED), account=OTHER_ACCOUNT)
 
 
+def test_find_by_name_is_exact_per_account_and_tolerates_duplicates(
+    conn: sqlite3.Connection,
+) -> None:
+    # Names are not a unique index: a store may hold duplicates from before the API refused them.
+    first = add_subscription(conn, subscription_body("https://a.example/1", name="crm"))
+    add_subscription(conn, subscription_body("https://a.example/2", name="crm"))
+    found = subscriptions.find_by_name(conn, ACCOUNT, "crm")
+    assert found is not None
+    assert found.id == first
+    assert subscriptions.find_by_name(conn, ACCOUNT, "CRM") is None
+    assert subscriptions.find_by_name(conn, OTHER_ACCOUNT, "crm") is None
+
+
 def test_replace_keeping_url_keeps_provisioning(conn: sqlite3.Connection) -> None:
     subscription_id = add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     with transaction(conn):

@@ -11,8 +11,10 @@ Rules enforced here: the EventType exists and belongs to the Entity; a selection
 entity's filter key (none for Profile, StandardFields and Tags); a filtered selection without its
 key selects everything (the key is filled with the wildcard, so stored records are explicit); the
 wildcard is not mixed with specific values; an event type appears once per subscription; the Url
-is http or https with a host. ``SubscriptionInput`` is the create/replace body (no ``Id``,
-``ProvisioningState`` or ``Edited``); ``Subscription`` is the record the service returns.
+is http or https with a host; the Name is not made of digits only (``prefctl subscriptions get
+12`` reads 12 as an Id, so such a name could not be reached). ``SubscriptionInput`` is the
+create/replace body (no ``Id``, ``ProvisioningState`` or ``Edited``); ``Subscription`` is the
+record the service returns.
 """
 
 from __future__ import annotations
@@ -135,6 +137,14 @@ class SubscriptionInput(WireModel):
     catch_up_on_resume: bool = False
     subscriptions: Annotated[list[EventSelection], Field(min_length=1)]
     alerts: Alerts = Field(default_factory=Alerts)
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_id(cls, name: str) -> str:
+        # The same test as the resolvers of `prefctl subscriptions get SUB` and of alert activation.
+        if name.isdigit():
+            raise ValueError("must not be made of digits only: it would be read as an Id")
+        return name
 
     @field_validator("url")
     @classmethod

@@ -7,6 +7,9 @@ A subscription takes its fields from the wire body of ``POST``/``PUT /subscripti
 - **409**: one Url receives one EventType once per account. ``find_conflict`` names the
   subscription and event type in the way; create/replace raise ``DuplicateSubscriptionError``
   (and a unique index backs it up).
+- **Names**: ``find_by_name`` is what the REST API checks before a create or a rename (a Name
+  taken in the account is its 409). Not a unique index: stores may already hold duplicate names,
+  and the temporary subscriptions of ``prefctl replay`` share one.
 - **Pause/resume** (``set_state``, also through a replace): pausing with CatchUpOnResume turns
   queued deliveries into held ones, which resume queues with a new EventTime; pausing without it
   drops them. Deliveries in flight finish.
@@ -39,6 +42,7 @@ __all__ = [
     "create_subscription",
     "delete_subscription",
     "fanout_targets",
+    "find_by_name",
     "find_by_validation_token",
     "find_conflict",
     "get_subscription",
@@ -207,6 +211,16 @@ def get_subscription(
     row = conn.execute(
         "SELECT * FROM subscriptions WHERE id = ? AND service_client_id = ?",
         (subscription_id, account),
+    ).fetchone()
+    return _record(row) if row else None
+
+
+def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> SubscriptionRecord | None:
+    """The subscription of ``account`` named exactly ``name`` (case-sensitive; the lowest Id if
+    an older store holds several), or None."""
+    row = conn.execute(
+        "SELECT * FROM subscriptions WHERE service_client_id = ? AND name = ? ORDER BY id LIMIT 1",
+        (account, name),
     ).fetchone()
     return _record(row) if row else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -50,8 +51,13 @@ def api_client(emulator: RunningEmulator, user_id: str | None = None) -> httpx.C
     )
 
 
-def body(url: str, *event_types: str, name: str = "CRM sync", **fields: Any) -> dict[str, Any]:
-    """A subscription body selecting ``event_types`` (default profile.created)."""
+_NAME_NUMBERS = itertools.count(1)
+
+
+def body(url: str, *event_types: str, name: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A subscription body selecting ``event_types`` (default profile.created), named ``name``
+    or else ``CRM sync <n>``: names are unique in an account, and one emulator serves a module."""
+    name = name if name is not None else f"CRM sync {next(_NAME_NUMBERS)}"
     selections = [
         {"Entity": entity_of(event_type), "EventType": event_type}
         for event_type in event_types or ("profile.created",)

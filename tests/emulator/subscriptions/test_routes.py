@@ -69,7 +69,7 @@ def test_get_subscriptions_lists_every_subscription_of_the_account(
 
 
 def test_manual_validation_get_succeeds_once(api: httpx.Client, manual_receiver: Receiver) -> None:
-    created = create(api, body(manual_receiver.url + "?t=manual"))
+    created = create(api, body(manual_receiver.url + "?t=manual", name="CRM sync"))
     waiting = wait_for_state(api, created["Id"], "AwaitingManualAction")
     assert "ValidationExpiresAt" in waiting
     (handshake,) = manual_receiver.handshakes(created["Id"])

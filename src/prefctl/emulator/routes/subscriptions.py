@@ -7,7 +7,10 @@
   pauses (``Paused``) or resumes (``Active``) delivery, keeping events for the resume when
   ``CatchUpOnResume`` is true and dropping them otherwise. There is no separate pause route.
 - ``DELETE`` answers 204; pending deliveries go with the subscription and notifications stop.
-- The same Url subscribed twice to one EventType is a 409 naming the subscription in the way.
+- The same Url subscribed twice to one EventType is a 409 naming the subscription in the way;
+  so is a Name another subscription of the account has (names are unique, case-sensitively, as
+  the CLI and the support team find subscriptions by name). A Name of digits only is a 400: it
+  would read as an Id.
 - ``Alerts`` are the support team's (``prefctl emulator alerts``): a body may repeat the stored
   value (GET → edit → PUT) but not change it.
 
@@ -49,7 +52,7 @@ from prefctl.models.problem import Problem
 from prefctl.models.subscription import Alerts, StrictSubscriptionInput, Subscription
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
-from prefctl.store.subscriptions import Conflict, DuplicateSubscriptionError, SubscriptionRecord
+from prefctl.store.subscriptions import DuplicateSubscriptionError, SubscriptionRecord
 from prefctl.store.timestamps import epoch, wire_time
 
 __all__ = ["SubscriptionList", "SubscriptionView", "router", "subscription_wire"]
@@ -117,6 +120,7 @@ def create_subscription(
     wire = _stored_body(body, current=None)
     conn = connection(request)
     with _conflicts(), transaction(conn):
+        _check_name_free(conn, account, wire["Name"], current=None)
         record = store.create_subscription(
             conn, account, wire, actor=principal.user_id, now=epoch(ctx.clock.now())
         )
@@ -162,11 +166,13 @@ def replace_subscription(
     conn = connection(request)
     with _conflicts(), transaction(conn):
         current = _existing(conn, principal, subscription_id)
+        wire = _stored_body(body, current=current)
+        _check_name_free(conn, account, wire["Name"], current=current)
         replaced = store.replace_subscription(
             conn,
             account,
             subscription_id,
-            _stored_body(body, current=current),
+            wire,
             actor=principal.user_id,
             now=epoch(ctx.clock.now()),
         )
@@ -240,19 +246,37 @@ def _conflicts() -> Iterator[None]:
     try:
         yield
     except DuplicateSubscriptionError as exc:
-        raise _conflict(exc.conflict, exc.message) from None
+        conflict = exc.conflict
+        raise _conflict(
+            exc.message,
+            subscriptionId=conflict.subscription_id,
+            subscriptionName=conflict.name,
+            eventType=conflict.event_type,
+            url=conflict.url,
+        ) from None
 
 
-def _conflict(conflict: Conflict, message: str) -> ProblemError:
+def _check_name_free(
+    conn: sqlite3.Connection, account: str, name: str, *, current: SubscriptionRecord | None
+) -> None:
+    """A Name belongs to one subscription of the account (compared case-sensitively, as the CLI
+    and the support team resolve names): a create or a rename onto a taken name is a 409. A
+    replace that keeps the current name passes, even in a store that already holds duplicates."""
+    if current is not None and name == current.name:
+        return
+    holder = store.find_by_name(conn, account, name)
+    if holder is not None:
+        raise _conflict(
+            f"subscription {holder.id} is already named {name!r}; names are unique in the account",
+            subscriptionId=holder.id,
+            subscriptionName=holder.name,
+        )
+
+
+def _conflict(message: str, **members: object) -> ProblemError:
     error = ProblemError(409, "Conflict", message)
     # RFC 9457 extension members name what is in the way, for clients to act on.
     error.problem = Problem.model_validate(
-        {
-            **error.problem.model_dump(exclude_none=True),
-            "subscriptionId": conflict.subscription_id,
-            "subscriptionName": conflict.name,
-            "eventType": conflict.event_type,
-            "url": conflict.url,
-        }
+        {**error.problem.model_dump(exclude_none=True), **members}
     )
     return error
