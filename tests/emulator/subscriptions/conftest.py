@@ -54,6 +54,20 @@ def api_client(emulator: RunningEmulator, user_id: str | None = None) -> httpx.C
 _NAME_NUMBERS = itertools.count(1)
 
 
+@pytest.fixture
+def api(emulator: RunningEmulator) -> Iterator[httpx.Client]:
+    """An authenticated client of the emulator's REST API."""
+    with api_client(emulator) as client:
+        yield client
+
+
+def create(api: httpx.Client, payload: dict[str, object]) -> dict[str, object]:
+    """POST a subscription that must be accepted; its record."""
+    answer = api.post("/subscriptions", json=payload)
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
 def body(url: str, *event_types: str, name: str | None = None, **fields: Any) -> dict[str, Any]:
     """A subscription body selecting ``event_types`` (default profile.created), named ``name``
     or else ``CRM sync <n>``: names are unique in an account, and one emulator serves a module."""

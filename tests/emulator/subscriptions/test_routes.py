@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
-import pytest
 
 from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
 from prefctl.store.db import connect
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
-from tests.emulator.subscriptions.conftest import api_client, body, wait_for_state
+from tests.emulator.subscriptions.conftest import api_client, body, create, wait_for_state
 from tests.emulator.subscriptions.endpoints import Receiver
-
-
-@pytest.fixture
-def api(emulator: RunningEmulator) -> Iterator[httpx.Client]:
-    with api_client(emulator) as client:
-        yield client
-
-
-def create(api: httpx.Client, payload: dict[str, object]) -> dict[str, object]:
-    answer = api.post("/subscriptions", json=payload)
-    assert answer.status_code == 201, answer.text
-    return dict(answer.json())
 
 
 def delivery_states(emulator: RunningEmulator, subscription_id: int) -> list[str]:

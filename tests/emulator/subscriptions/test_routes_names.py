@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from prefctl.emulator.serve import RunningEmulator
 from prefctl.store import subscriptions
 from prefctl.store.db import connect, transaction
-from tests.emulator.subscriptions.conftest import api_client, body
+from tests.emulator.subscriptions.conftest import body, create
 from tests.emulator.subscriptions.endpoints import Receiver
-
-
-@pytest.fixture
-def api(emulator: RunningEmulator) -> Iterator[httpx.Client]:
-    with api_client(emulator) as client:
-        yield client
-
-
-def create(api: httpx.Client, payload: dict[str, object]) -> dict[str, object]:
-    answer = api.post("/subscriptions", json=payload)
-    assert answer.status_code == 201, answer.text
-    return dict(answer.json())
 
 
 def named(api: httpx.Client, name: str) -> list[object]:
