@@ -27,7 +27,7 @@ from prefctl.dispatcher.mail import (
 from prefctl.dispatcher.observer import ObserverContext
 from prefctl.emulator import admin, paths
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread
-from prefctl.store import subscriptions
+from prefctl.store import accounts, subscriptions
 from prefctl.store.db import transaction
 from tests.helpers import CliResult, free_port, run_cli
 
@@ -173,12 +173,59 @@ def test_alerts_list_bad_since_is_a_usage_error(alerts: dict[str, int]) -> None:
 
 
 def test_alerts_list_without_any_alert_says_so(isolated_env: Path) -> None:
+    data_dir().mkdir(parents=True)
     result = run_cli("alerts", "list")
 
     assert (result.exit_code, result.stdout) == (0, "")
     assert "no alerts" in result.stderr
     assert listed().json == []
     assert not paths.store_path(data_dir()).exists()  # reading never creates a store
+
+
+def test_alerts_list_unknown_subscription_exits_4(alerts: dict[str, int]) -> None:
+    for ref in ("nosuch", "99"):
+        result = run_cli("alerts", "list", "-s", ref)
+
+        assert result.exit_code == 4, result.output
+        assert result.stdout == ""
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: subscription {ref} not found")
+
+
+def test_alerts_list_known_subscription_without_alerts_in_the_window_says_none(
+    alerts: dict[str, int],
+) -> None:
+    add_alerting_subscription("quiet", "https://hooks.example/quiet")
+
+    assert listed("-s", "quiet").json == []
+    assert listed("-s", "orders", "--since", "2026-01-01T00:05:00Z").json == []
+
+
+def test_alerts_list_deleted_subscription_is_found_by_its_mbox_alerts(
+    alerts: dict[str, int],
+) -> None:
+    with admin.open_admin_store(data_dir()) as conn, transaction(conn):
+        for account in accounts.list_accounts(conn):
+            subscriptions.delete_subscription(conn, account.service_client_id, alerts["orders"])
+
+    by_name = listed("-s", "orders").json
+    by_id = listed("-s", str(alerts["orders"])).json
+
+    assert [a["subscription_name"] for a in by_name] == ["orders"]
+    assert [a["sink"] for a in by_id] == ["mbox"]
+
+
+def test_alerts_list_and_show_in_a_missing_data_dir_exit_2(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFCTL_DATA_DIR", str(isolated_env / "nonexistent"))
+
+    for args in (("list",), ("show", "1"), ("list", "-s", "orders")):
+        result = run_cli("alerts", *args)
+
+        assert result.exit_code == 2, result.output
+        assert "no data dir at" in result.stderr
+    assert not (isolated_env / "nonexistent").exists()
 
 
 def test_alerts_list_includes_alerts_sent_by_smtp(isolated_env: Path, smtp_port: int) -> None:

@@ -20,7 +20,12 @@ from tests.dispatcher.engine_helpers import CREDENTIALS, new_store, set_settings
 from tests.dispatcher.engine_helpers import queue_events as engine_queue
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
 from tests.helpers import run_cli
-from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
+from tests.store.service_helpers import (
+    OTHER_ACCOUNT,
+    add_subscription,
+    open_service_store,
+    subscription_body,
+)
 
 DEAD_LETTER_KEYS = [
     "event_id",
@@ -103,6 +108,31 @@ def test_deadletters_list_bad_time_is_a_usage_error(store: Path) -> None:
     result = run_cli("deadletters", "list", "--store", store, "--since", "yesterday")
     assert result.exit_code == 2
     assert "--since 'yesterday'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["list"], ["export"], ["redrive"], ["purge", "--yes"]],
+)
+def test_deadletters_unknown_subscription_exits_4(store: Path, command: list[str]) -> None:
+    result = run_cli("deadletters", *command, "--store", store, "--subscription", "99")
+
+    assert result.exit_code == 4, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: subscription 99 not found")
+
+
+def test_deadletters_list_subscription_without_dead_letters_says_none(store: Path) -> None:
+    conn = connect(store)
+    body = subscription_body("https://c.example/hook", name="C")
+    quiet = add_subscription(conn, body, account=OTHER_ACCOUNT)
+    conn.close()
+
+    result = run_cli("deadletters", "list", "--store", store, "--subscription", str(quiet))
+
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "no dead letters" in result.stderr
 
 
 def test_deadletters_show_by_event_id_json(store: Path) -> None:

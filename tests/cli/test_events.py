@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from prefctl.emulator.serve import RunningEmulator
 from prefctl.webhooks import catalog
 from tests.helpers import run_cli
 
@@ -265,3 +266,35 @@ def test_events_verify_explicit_unknown_profile_is_not_silently_ignored(
     result = run_cli("-p", "prod", "events", "verify", *IDS, "-H", VECTOR_HEADER)
     assert result.exit_code == 2
     assert "unknown profile 'prod'" in result.stderr
+
+
+# -- list (against the emulator) ------------------------------------------------------------------
+def test_events_list_unknown_type_exits_2_with_the_catalog_hint(emulator: RunningEmulator) -> None:
+    result = run_cli("events", "list", "--type", "no.such")
+
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "unknown event type 'no.such'" in line
+    assert "'prefctl events types'" in line
+
+
+def test_events_list_since_after_until_exits_2(emulator: RunningEmulator) -> None:
+    result = run_cli("events", "list", "--since", "1m", "--until", "2h")
+
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert "--since (" in line
+    assert "is after --until (" in line
+
+
+def test_events_list_known_type_and_ordered_range_exit_0(emulator: RunningEmulator) -> None:
+    result = run_cli("events", "list", "--type", "tag.added", "--since", "2h", "--until", "1m")
+
+    assert result.exit_code == 0, result.output
+
+
+def test_events_list_unknown_subscription_exits_4(emulator: RunningEmulator) -> None:
+    result = run_cli("events", "list", "--subscription", "nosuch")
+
+    assert result.exit_code == 4, result.output

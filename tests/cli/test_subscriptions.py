@@ -107,11 +107,56 @@ def test_subscriptions_create_handshake_answered_404_exits_1_after_the_retries(
 ) -> None:
     # The emulator itself answers 404 to a POST on an unknown path.
     url = emulator.url + "/no-such-hook"
-    result = create(cli, "--name", "404", "--url", url, "-e", "tag.added")
+    result = create(cli, "--name", "answers-404", "--url", url, "-e", "tag.added")
     assert result.exit_code == 1
     assert result.json["ProvisioningState"] == "Failed"
     assert "404" in result.json["ProvisioningError"]
     assert f"subscription {result.json['Id']} failed provisioning: " in result.stderr
+
+
+def test_subscriptions_failed_hint_update_with_a_new_url_provisions_it(
+    emulator: RunningEmulator, receiver: RunningReceiver, cli
+) -> None:
+    failed = create(cli, "--name", "retry-url", "--url", emulator.url + "/wrong", "-e", "tag.added")
+    subscription_id = failed.json["Id"]
+    assert failed.exit_code == 1
+    assert f"'prefctl subscriptions update {subscription_id} --url URL' with a new Url" in (
+        failed.stderr
+    )
+
+    fixed = receiver.webhook_url + "?case=failed-new-url"
+    result = cli("-o", "json", "subscriptions", "update", str(subscription_id), "--url", fixed)
+
+    assert result.exit_code == 0, result.output
+    assert result.json["ProvisioningState"] == "Succeeded"
+
+
+def test_subscriptions_failed_hint_same_url_needs_delete_and_create(
+    emulator: RunningEmulator, cli
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}{ReceiverConfig.path}"  # nothing listens there yet
+    failed = create(cli, "--name", "retry-same", "--url", url, "-e", "tag.added")
+    subscription_id = str(failed.json["Id"])
+    assert failed.exit_code == 1
+    assert f"'prefctl subscriptions delete {subscription_id}' and create it again" in (
+        failed.stderr
+    )
+    account = emulator.account
+    credentials = SigningCredentials(
+        account.service_client_id, account.signature_user_id, account.hashkey
+    )
+    with start_receiver(ReceiverConfig(port=port, credentials=credentials)) as fixed:
+        assert fixed.webhook_url == url
+        same = cli("subscriptions", "update", subscription_id, "--url", url)
+        assert same.exit_code == 2
+        assert "nothing to change" in same.stderr
+
+        assert cli("subscriptions", "delete", subscription_id, "--yes").exit_code == 0
+        again = create(cli, "--name", "retry-same", "--url", url, "-e", "tag.added")
+
+    assert again.exit_code == 0, again.output
+    assert again.json["ProvisioningState"] == "Succeeded"
 
 
 def test_subscriptions_create_manual_validation_not_done_times_out_with_the_hint(

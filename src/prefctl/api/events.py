@@ -1,7 +1,8 @@
 """The event history over the REST API (DESIGN §7.2): ``GET /events``, 15 days, paged.
 
 Times go to the service as RFC 3339 UTC with milliseconds (the CLI's ``--since``/``--until`` are
-read by ``clock.parse_moment``).
+read by ``clock.parse_moment``). A query the service would refuse with HTTP 400 is refused here
+first, as a usage error (exit 2): an event type not in the catalog, or a start after the end.
 
     >>> page = EventsApi(client).list(EventQuery(profile_id=1001, event_type="tag.added"))
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from prefctl.api.client import ApiClient, Page, Resource, all_items, as_page
+from prefctl.errors import UsageError
 
 __all__ = ["EventQuery", "EventsApi"]
 
@@ -26,6 +28,23 @@ class EventQuery:
     event_type: str | None = None
     start_at: datetime | None = None
     end_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        from prefctl.webhooks.catalog import is_event_type
+
+        if self.event_type is not None and not is_event_type(self.event_type):
+            raise UsageError(
+                f"unknown event type {self.event_type!r}",
+                hint="'prefctl events types' lists them",
+            )
+        if self.start_at is not None and self.end_at is not None and self.start_at > self.end_at:
+            from prefctl.models._base import format_timestamp
+
+            raise UsageError(
+                f"--since ({format_timestamp(self.start_at)}) is after --until "
+                f"({format_timestamp(self.end_at)})",
+                hint="an age counts back from now: --since 2h --until 1m",
+            )
 
     def params(self) -> dict[str, str | int | None]:
         from prefctl.models._base import format_timestamp

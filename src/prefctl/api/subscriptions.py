@@ -185,8 +185,10 @@ def provisioning_error(record: Mapping[str, Any], waited: float) -> PrefctlError
             f"subscription {subscription_id} failed provisioning"
             + (f": {reason}" if reason else ""),
             hint="make the endpoint answer the handshake with HTTP 200 and "
-            '{"validationResponse": "<validationCode>"}, then set the Url again '
-            "('prefctl subscriptions update') or create the subscription again",
+            '{"validationResponse": "<validationCode>"}, then provision it again: '
+            f"'prefctl subscriptions update {subscription_id} --url URL' with a new Url, or "
+            f"'prefctl subscriptions delete {subscription_id}' and create it again (replacing "
+            "it with the same Url leaves it Failed)",
         )
     return PrefctlError(
         f"subscription {subscription_id} is still {state} after {waited:g} s",

@@ -5,6 +5,10 @@ alert with its full text whichever sink took it (SMTP included), and the mbox ``
 may also hold alerts of an earlier store (after ``emulator reset``). An alert in both is listed once
 (by Message-ID), with the store's record of how it was sent.
 
+A data dir that does not exist is ``ConfigError`` (exit 2); one with no alerts lists none. A
+``subscription`` (Name or Id) that names no subscription of the store and no alert (at any time:
+a deleted subscription's alerts stay in the mbox with its Id and Name) is ``NotFoundError``.
+
     >>> entries = list_alerts(data_dir, subscription="orders", since=epoch_seconds)
     >>> show_alert(data_dir, "3").message.get_content()
 """
@@ -21,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.dispatcher.mail import MBOX_FILE, parse_message, read_mbox
-from prefctl.errors import NotFoundError
+from prefctl.errors import ConfigError, NotFoundError
+from prefctl.store import accounts, subscriptions
 from prefctl.store import alerts as store
 from prefctl.store.timestamps import wire_time
 
@@ -82,20 +87,30 @@ def list_alerts(
     data_dir: Path, *, subscription: str | None = None, since: float | None = None
 ) -> list[AlertEntry]:
     """Alerts of the data dir, oldest first; ``subscription`` is an id or a name."""
+    if not data_dir.is_dir():
+        raise ConfigError(
+            f"no data dir at {data_dir}",
+            hint="start the emulator with 'prefctl emulator start', or pass --data-dir D",
+        )
     entries: dict[str, AlertEntry] = {}
     with _store(data_dir) as conn:
+        names = _subscription_names(conn)
         if conn is not None:
-            for record in store.list_alerts(conn, since=since):
+            for record in store.list_alerts(conn):
                 entry = AlertEntry(parse_message(record.message), record.created_at, record)
                 entries[record.message_id] = entry
     for message in read_mbox(data_dir / MBOX_FILE):
         message_id = str(message["Message-ID"] or "")
         if message_id in entries or message["X-Prefctl-Alert-Id"] is None:
             continue  # known from the store, or not an alert of prefctl
-        entry = AlertEntry(message, _date(message))
-        if since is None or entry.created_at >= since:
-            entries[message_id] = entry
+        entries[message_id] = AlertEntry(message, _date(message))
     selected = [e for e in entries.values() if _matches(e, subscription)]
+    if subscription is not None and not selected and not _names_one(names, subscription):
+        raise NotFoundError(
+            f"subscription {subscription} not found",
+            hint="'prefctl subscriptions list' shows the subscriptions",
+        )
+    selected = [e for e in selected if since is None or e.created_at >= since]
     return sorted(selected, key=lambda e: (e.created_at, e.id or 0))
 
 
@@ -126,6 +141,23 @@ def _store(data_dir: Path) -> Iterator[sqlite3.Connection | None]:
         return
     with open_store(path) as conn:
         yield conn
+
+
+def _subscription_names(conn: sqlite3.Connection | None) -> list[tuple[int, str]]:
+    """(Id, Name) of every subscription of the store, in any account."""
+    if conn is None:
+        return []
+    return [
+        (record.id, record.name)
+        for account in accounts.list_accounts(conn)
+        for record in subscriptions.list_subscriptions(conn, account.service_client_id)
+    ]
+
+
+def _names_one(names: list[tuple[int, str]], subscription: str) -> bool:
+    if subscription.isdigit():
+        return any(number == int(subscription) for number, _ in names)
+    return any(name == subscription for _, name in names)
 
 
 def _matches(entry: AlertEntry, subscription: str | None) -> bool:

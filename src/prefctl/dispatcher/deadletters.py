@@ -6,7 +6,9 @@ A dead letter is a delivery in state ``dead_lettered``. It prints as DESIGN §6 
      "last_error", "first_attempt_at", "last_attempt_at"}
 
 Filters (``DeadLetterFilter``): reason, last HTTP status, subscription, event ids, and a time range
-on when the delivery was dead-lettered. A dead letter is named by its EventId, or by its delivery
+on when the delivery was dead-lettered. A subscription id that is no subscription of the store and
+has no dead letter there is ``NotFoundError`` (exit 4), not an empty selection: a mistyped id must
+not read as "no dead letters". A dead letter is named by its EventId, or by its delivery
 id when the event went to several subscriptions.
 
 - **Redrive** puts the selected dead letters back in the queue as fresh deliveries of the same
@@ -29,6 +31,7 @@ import orjson
 
 from prefctl.dispatcher.operations import iter_deliveries
 from prefctl.errors import NotFoundError, UsageError
+from prefctl.store import accounts, subscriptions
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import requeue
 from prefctl.store.delivery_history import (
@@ -109,7 +112,10 @@ def list_dead_letters(
     """Dead letters matching ``selection``, oldest delivery first (all of them without limit)."""
     if limit is not None and limit < 1:
         raise UsageError("--limit must be 1 or more")
-    return list(iter_deliveries(conn, selection.query(), limit=limit))
+    records = list(iter_deliveries(conn, selection.query(), limit=limit))
+    if not records:
+        _require_subscription(conn, selection.subscription_id)
+    return records
 
 
 def find_dead_letters(conn: sqlite3.Connection, name: str) -> list[DeliveryRecord]:
@@ -189,6 +195,7 @@ def export_dead_letters(
     """
     if fmt not in ("ndjson", "json"):
         raise UsageError(f"unknown export format {fmt!r}", hint="ndjson or json")
+    _require_subscription(conn, selection.subscription_id)
     count = 0
     if fmt == "json":
         write(b"[")
@@ -201,6 +208,22 @@ def export_dead_letters(
     if fmt == "json":
         write(b"\n]\n" if count else b"]\n")
     return count
+
+
+def _require_subscription(conn: sqlite3.Connection, subscription_id: int | None) -> None:
+    """NotFoundError unless ``subscription_id`` (when given) is a subscription of the store, in
+    any account, or has dead letters there."""
+    if subscription_id is None:
+        return
+    for account in accounts.list_accounts(conn):
+        if subscriptions.get_subscription(conn, account.service_client_id, subscription_id):
+            return
+    query = DeliveryQuery(states=("dead_lettered",), subscription_id=subscription_id)
+    if next(iter_deliveries(conn, query, limit=1), None) is None:
+        raise NotFoundError(
+            f"subscription {subscription_id} not found",
+            hint="'prefctl subscriptions list' shows the subscriptions",
+        )
 
 
 def _export_lines(conn: sqlite3.Connection, selection: DeadLetterFilter) -> Iterator[bytes]:
