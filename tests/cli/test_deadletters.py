@@ -161,7 +161,11 @@ def test_deadletters_redrive_requeues_selected_and_reports_them(store: Path) -> 
     result = run_cli("-o", "json", "deadletters", "redrive", "--status", "503", "--store", store)
 
     assert result.exit_code == 0, result.stderr
-    assert result.json == {"requeued": 1, "event_ids": [event_id(2)]}
+    assert result.json == {
+        "requeued": 1,
+        "event_ids": [event_id(2)],
+        "of_deleted_subscriptions": 0,
+    }
     assert _state(store, 2) == "queued"
     assert _state(store, 1) == "dead_lettered"
     assert "prefctl dispatcher run" in result.stderr  # no emulator serves this store
@@ -300,3 +304,57 @@ def test_deadletters_lifecycle_with_the_engine_and_real_receivers(tmp_path: Path
     assert sorted(r["delivery_id"] for r in delivered.json) == sorted(a_ids)
     assert purged.json == {"purged": 1}
     assert left.json == []
+
+
+def test_dead_letters_outlive_their_deleted_subscription(store: Path) -> None:
+    from prefctl.store import subscriptions
+    from prefctl.store.db import transaction
+    from tests.store.service_helpers import ACCOUNT
+
+    conn = connect(store)
+    try:
+        (a, b) = [s.id for s in subscriptions.list_subscriptions(conn, ACCOUNT)]
+        with transaction(conn):
+            assert subscriptions.delete_subscription(conn, ACCOUNT, a, now=T0 + 100)
+        # Gone for the API, its Url free again: a new subscription may take it and its name.
+        assert [s.id for s in subscriptions.list_subscriptions(conn, ACCOUNT)] == [b]
+        with transaction(conn):
+            again = add_subscription(conn, subscription_body("https://a.example/hook", name="A"))
+    finally:
+        conn.close()
+
+    # Its two dead letters stay, still naming it (DESIGN 9.2).
+    listed = run_cli(
+        "-o", "json", "deadletters", "list", "--subscription", str(a), "--store", store
+    )
+    assert listed.exit_code == 0, listed.stderr
+    assert [(r["subscription_id"], r["event_id"]) for r in listed.json] == [
+        (a, event_id(1)),
+        (a, event_id(2)),
+    ]
+    # A redrive leaves them (nowhere to go) and says how to re-deliver them; B's goes.
+    redrive = run_cli("-o", "json", "deadletters", "redrive", "--all", "--store", store)
+    assert redrive.exit_code == 0, redrive.stderr
+    assert redrive.json == {
+        "requeued": 1,
+        "event_ids": [event_id(3)],
+        "of_deleted_subscriptions": 2,
+    }
+    assert f"deleted subscription(s) {a}" in redrive.stderr
+    assert "replay --dead-lettered --to URL" in redrive.stderr
+    left = run_cli("-o", "json", "deadletters", "list", "--store", store)
+    assert [r["subscription_id"] for r in left.json] == [a, a]
+    # Replaying them to their own (deleted) subscription is refused with the way out.
+    replay = run_cli("replay", "--dead-lettered", "--store", store, "--timeout", "5")
+    assert replay.exit_code == 4
+    assert f"subscription {a} was deleted" in replay.stderr
+    assert again != a
+    # To a URL, they go, with their EventIds.
+    with start_in_thread(ReceiverConfig(port=0, verify=False)) as receiver:
+        replay = run_cli(
+            "-o", "json", "replay", "--dead-lettered", "--from-subscription", str(a),
+            "--to", receiver.webhook_url, "--store", store, "--time-scale", "50", "--timeout", "15",
+        )  # fmt: skip
+        assert replay.exit_code == 0, replay.stderr
+        arrived = receiver.wait_for(2)
+    assert sorted(v.event_id for v in arrived) == [event_id(1), event_id(2)]

@@ -152,7 +152,7 @@ def test_redrive_requeues_with_fresh_attempts_and_event_time(
     conn: sqlite3.Connection, queue: dict[str, int]
 ) -> None:
     now = T0 + 1000
-    redriven = redrive_dead_letters(conn, DeadLetterFilter(last_status=503), now=now)
+    redriven = redrive_dead_letters(conn, DeadLetterFilter(last_status=503), now=now).requeued
 
     assert [r.delivery_id for r in redriven] == [queue["a2"]]
     record = get_delivery(conn, queue["a2"])

@@ -187,13 +187,24 @@ def redrive(
     selection = _selection(reason, status, subscription, events, since, until, select_all)
     path = operations.resolve_store(store)
     with operations.open_existing_store(path) as conn:
-        records = deadletters.redrive_dead_letters(conn, selection, now=epoch(SystemClock().now()))
+        done = deadletters.redrive_dead_letters(conn, selection, now=epoch(SystemClock().now()))
+    records, left = done.requeued, done.of_deleted_subscriptions
     if state.json:
         state.out.json(
-            {"requeued": len(records), "event_ids": [record.event_id for record in records]}
+            {
+                "requeued": len(records),
+                "event_ids": [record.event_id for record in records],
+                "of_deleted_subscriptions": len(left),
+            }
         )
     noun = "dead letter" if len(records) == 1 else "dead letters"
     state.out.success(f"requeued {len(records)} {noun}")
+    if left:
+        ids = ", ".join(str(i) for i in sorted({record.subscription_id for record in left}))
+        state.out.warn(
+            f"left {len(left)} of deleted subscription(s) {ids}: they have nowhere to go;"
+            " 'prefctl replay --dead-lettered --to URL' re-delivers them"
+        )
     if records and not operations.emulator_serving(path):
         state.out.info(
             "no emulator serves this store: 'prefctl dispatcher run' delivers them "

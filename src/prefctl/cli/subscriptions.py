@@ -232,8 +232,8 @@ def delete(subscription: SubscriptionArgument, yes: YesOption = False) -> None:
         record = api.resolve(subscription)
         subscription_id = int(record["Id"])
         state.out.confirm(
-            f"Delete subscription {subscription_id} ({record.get('Name')}) with its pending"
-            " deliveries and dead letters?",
+            f"Delete subscription {subscription_id} ({record.get('Name')}) and its pending"
+            " deliveries (its dead letters stay)?",
             assume_yes=yes,
         )
         api.delete(subscription_id)

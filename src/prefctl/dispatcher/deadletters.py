@@ -14,7 +14,9 @@ id when the event went to several subscriptions.
 - **Redrive** puts the selected dead letters back in the queue as fresh deliveries of the same
   event to the same subscription: EventId unchanged, attempts back to 0, a new EventTime (DESIGN
   §7.3: the time the event was queued for the subscription, later on replay) from which the
-  time-to-live runs again, due at once. The attempt log is kept.
+  time-to-live runs again, due at once. The attempt log is kept. Dead letters of a deleted
+  subscription (they outlive it) have nowhere to go and stay; ``prefctl replay --to`` can
+  re-deliver them.
 - **Export** writes each dead letter with the event as it was sent (``"event"``), as NDJSON or one
   JSON array; ``prefctl replay --file`` reads it back.
 - **Purge** deletes the selected dead letters and their attempt logs (the events stay).
@@ -49,6 +51,7 @@ __all__ = [
     "DeadLetterDetail",
     "DeadLetterFilter",
     "ExportFormat",
+    "Redrive",
     "dead_letter_dict",
     "export_dead_letters",
     "find_dead_letters",
@@ -170,15 +173,35 @@ def sent_event(conn: sqlite3.Connection, record: DeliveryRecord) -> dict[str, An
     return queued.to_wire()
 
 
+@dataclass(frozen=True)
+class Redrive:
+    """What a redrive did: the dead letters queued again (as they were before), and those left
+    alone because their subscription was deleted (``prefctl replay --to`` can re-deliver them)."""
+
+    requeued: list[DeliveryRecord]
+    of_deleted_subscriptions: list[DeliveryRecord]
+
+
 def redrive_dead_letters(
     conn: sqlite3.Connection, selection: DeadLetterFilter, *, now: float
-) -> list[DeliveryRecord]:
-    """Queue the selected dead letters again (see the module docstring); returns them as they
-    were before, in one transaction."""
+) -> Redrive:
+    """Queue the selected dead letters again (see the module docstring), in one transaction;
+    those of a deleted subscription stay where they are."""
     with transaction(conn):
         records = list_dead_letters(conn, selection)
-        requeue(conn, [record.delivery_id for record in records], now=now)
-    return records
+        deleted = _deleted_subscriptions(conn, {record.subscription_id for record in records})
+        requeued = [r for r in records if r.subscription_id not in deleted]
+        requeue(conn, [record.delivery_id for record in requeued], now=now)
+    return Redrive(requeued, [r for r in records if r.subscription_id in deleted])
+
+
+def _deleted_subscriptions(conn: sqlite3.Connection, ids: set[int]) -> set[int]:
+    return {
+        subscription_id
+        for subscription_id in ids
+        for account in accounts.list_accounts(conn)
+        if subscriptions.is_deleted(conn, account.service_client_id, subscription_id)
+    }
 
 
 def export_dead_letters(

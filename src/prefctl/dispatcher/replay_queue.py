@@ -162,10 +162,19 @@ def _captured(event: StoredEvent, subscription_id: int | None = None) -> Capture
 
 def find_subscription(conn: sqlite3.Connection, subscription_id: int) -> SubscriptionRecord:
     """The subscription with this id in any account of the store; NotFoundError otherwise."""
+    deleted = False
     for account in accounts.list_accounts(conn):
         record = subscriptions.get_subscription(conn, account.service_client_id, subscription_id)
         if record is not None:
             return record
+        deleted = deleted or subscriptions.is_deleted(
+            conn, account.service_client_id, subscription_id
+        )
+    if deleted:
+        raise NotFoundError(
+            f"subscription {subscription_id} was deleted",
+            hint="replay its events elsewhere with --to URL or --subscription ID",
+        )
     raise NotFoundError(f"subscription {subscription_id} not found")
 
 

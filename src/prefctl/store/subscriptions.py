@@ -15,7 +15,10 @@ A subscription takes its fields from the wire body of ``POST``/``PUT /subscripti
   drops them. Deliveries in flight finish.
 - **Url change**: ProvisioningState becomes Updating and the handshake starts over; queued
   deliveries wait until it succeeds (the dispatcher claims only Active + Succeeded).
-- **Delete** removes the subscription and its deliveries: notifications stop at once.
+- **Delete** leaves a tombstone (``deleted_at``): notifications stop at once, pending deliveries,
+  its event types and its alerting go, and its dead letters stay, still naming it. Every lookup
+  here (``get_subscription``, ``list_subscriptions``, names, tokens, fan-out) skips tombstones;
+  ``is_deleted`` tells a deleted subscription from one that never existed.
 
 Functions do not open transactions; the caller groups them.
 """
@@ -23,6 +26,7 @@ Functions do not open transactions; the caller groups them.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -46,6 +50,7 @@ __all__ = [
     "find_by_validation_token",
     "find_conflict",
     "get_subscription",
+    "is_deleted",
     "list_subscriptions",
     "record_handshake_attempt",
     "replace_subscription",
@@ -209,7 +214,7 @@ def get_subscription(
     conn: sqlite3.Connection, account: str, subscription_id: int
 ) -> SubscriptionRecord | None:
     row = conn.execute(
-        "SELECT * FROM subscriptions WHERE id = ? AND service_client_id = ?",
+        "SELECT * FROM subscriptions WHERE id = ? AND service_client_id = ? AND deleted_at IS NULL",
         (subscription_id, account),
     ).fetchone()
     return _record(row) if row else None
@@ -219,7 +224,8 @@ def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> Subscript
     """The subscription of ``account`` named exactly ``name`` (case-sensitive; the lowest Id if
     an older store holds several), or None."""
     row = conn.execute(
-        "SELECT * FROM subscriptions WHERE service_client_id = ? AND name = ? ORDER BY id LIMIT 1",
+        "SELECT * FROM subscriptions WHERE service_client_id = ? AND name = ?"
+        " AND deleted_at IS NULL ORDER BY id LIMIT 1",
         (account, name),
     ).fetchone()
     return _record(row) if row else None
@@ -227,7 +233,9 @@ def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> Subscript
 
 def list_subscriptions(conn: sqlite3.Connection, account: str) -> list[SubscriptionRecord]:
     rows = conn.execute(
-        "SELECT * FROM subscriptions WHERE service_client_id = ? ORDER BY id", (account,)
+        "SELECT * FROM subscriptions WHERE service_client_id = ? AND deleted_at IS NULL"
+        " ORDER BY id",
+        (account,),
     )
     return [_record(row) for row in rows]
 
@@ -320,13 +328,41 @@ def set_alerts(
     return _require(conn, account, subscription_id)
 
 
-def delete_subscription(conn: sqlite3.Connection, account: str, subscription_id: int) -> bool:
-    """Remove the subscription with its deliveries; False when there was none."""
+def delete_subscription(
+    conn: sqlite3.Connection, account: str, subscription_id: int, *, now: float | None = None
+) -> bool:
+    """Delete the subscription (see the module docstring); False when there was none.
+
+    Its pending deliveries go (they would have nowhere to go), as do its event types (the Url
+    is free again) and its alerting state; delivered and dead-lettered deliveries stay. The row
+    becomes a paused tombstone, so nothing claims a delivery of it again.
+    """
     cursor = conn.execute(
-        "DELETE FROM subscriptions WHERE id = ? AND service_client_id = ?",
-        (subscription_id, account),
+        "UPDATE subscriptions SET deleted_at = ?, state = 'Paused', catch_up_on_resume = 0,"
+        " alerts_enabled = 0, validation_token = NULL"
+        " WHERE id = ? AND service_client_id = ? AND deleted_at IS NULL",
+        (time.time() if now is None else now, subscription_id, account),
     )
-    return cursor.rowcount == 1
+    if cursor.rowcount != 1:
+        return False
+    conn.execute(
+        "DELETE FROM deliveries WHERE subscription_id = ?"
+        " AND state NOT IN ('delivered', 'dead_lettered')",
+        (subscription_id,),
+    )
+    for table in ("subscription_event_types", "alert_dead_letters", "alert_incidents"):
+        conn.execute(f"DELETE FROM {table} WHERE subscription_id = ?", (subscription_id,))  # noqa: S608
+    return True
+
+
+def is_deleted(conn: sqlite3.Connection, account: str, subscription_id: int) -> bool:
+    """Whether ``subscription_id`` is a deleted subscription of ``account`` (a tombstone)."""
+    row = conn.execute(
+        "SELECT 1 FROM subscriptions WHERE id = ? AND service_client_id = ?"
+        " AND deleted_at IS NOT NULL",
+        (subscription_id, account),
+    ).fetchone()
+    return row is not None
 
 
 def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]:
@@ -335,6 +371,7 @@ def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]
     rows = conn.execute(
         "SELECT id, selections, state FROM subscriptions WHERE service_client_id = ?"
         " AND provisioning_state = 'Succeeded' AND (state = 'Active' OR catch_up_on_resume = 1)"
+        " AND deleted_at IS NULL"
         " ORDER BY id",
         (account,),
     )
@@ -401,7 +438,7 @@ def find_by_validation_token(conn: sqlite3.Connection, token: str) -> Subscripti
     """The subscription whose handshake issued ``token`` (any account; the URL has no auth).
     The caller compares ``handshake.validation_expires_at`` with its clock."""
     row = conn.execute(
-        "SELECT * FROM subscriptions WHERE validation_token = ?", (token,)
+        "SELECT * FROM subscriptions WHERE validation_token = ? AND deleted_at IS NULL", (token,)
     ).fetchone()
     return _record(row) if row else None
 

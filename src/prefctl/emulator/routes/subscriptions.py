@@ -196,8 +196,9 @@ def delete_subscription(
 ) -> Response:
     account = principal.service_client_id
     conn = connection(request)
+    now = epoch(get_ctx(request).clock.now())
     with transaction(conn):
-        deleted = store.delete_subscription(conn, account, subscription_id)
+        deleted = store.delete_subscription(conn, account, subscription_id, now=now)
     if not deleted:
         raise _not_found(subscription_id)
     handshake_runner(get_ctx(request)).notify(account, subscription_id)
