@@ -310,3 +310,22 @@ def test_profiles_import_with_a_value_json_cannot_send_exits_2(
     array = cli("profiles", "import", "-", stdin=f'[{{"Tags": ["ok"]}}, {{"Tags": {value}}}]')
     assert_usage_line(array, expected)
     assert "record 2" in array.stderr or "nested too deeply" in array.stderr
+
+
+# Python's json module reads these, but they are not JSON (NaN, Infinity) or not a double (1e400):
+# sent, they would silently become null.
+NOT_STRICT_JSON = [
+    ("NaN", "NaN is not JSON"),
+    ("-Infinity", "-Infinity is not JSON"),
+    ("1e400", "the number 1e400 is beyond what JSON numbers can carry here"),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), NOT_STRICT_JSON)
+def test_profiles_create_and_import_refuse_numbers_json_has_not(
+    emulator: RunningEmulator, cli, value: str, expected: str
+) -> None:
+    created = cli("profiles", "create", "--file", "-", stdin=f'{{"Tags": ["a"], "Score": {value}}}')
+    assert_usage_line(created, expected)
+    imported = cli("profiles", "import", "-", stdin=f'{{"Tags": ["ok"], "Score": {value}}}\n')
+    assert_usage_line(imported, expected)

@@ -13,6 +13,7 @@ as an ``UnreachableError`` naming the URL (exit 5). Tokens never reach a log lin
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ __all__ = [
     "as_page",
     "as_resource",
     "encode_body",
+    "parse_json",
 ]
 
 # An API resource exactly as the service returns it (PascalCase keys).
@@ -221,6 +223,26 @@ class ApiClient:
         if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check api_url in the profile and your network"
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` of strict JSON, for bodies users give: ``NaN`` and ``Infinity`` (not JSON)
+    and numbers beyond a double (``1e400``, which would be sent as null) are a ValueError, like
+    any other JSON error."""
+    import json
+
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text} is beyond what JSON numbers can carry here")
+    return value
 
 
 def encode_body(body: Any, what: str = "the body") -> bytes:

@@ -15,12 +15,11 @@ until the import is Completed or Failed.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from prefctl.api.client import ApiClient, Resource, encode_body
+from prefctl.api.client import ApiClient, Resource, encode_body, parse_json
 from prefctl.clock import Clock
 from prefctl.errors import PrefctlError, UsageError
 
@@ -45,7 +44,7 @@ def parse_records(text: str, where: str) -> list[dict[str, Any]]:
     records: list[Any] = []
     if stripped.startswith("["):
         try:
-            records = list(json.loads(stripped))
+            records = list(parse_json(stripped))
         except ValueError as exc:
             raise UsageError(f"{where} is not a valid JSON array: {exc}") from None
         except RecursionError:
@@ -55,7 +54,7 @@ def parse_records(text: str, where: str) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(parse_json(line))
             except ValueError as exc:
                 raise UsageError(f"{where} line {number} is not JSON: {exc}") from None
             except RecursionError:

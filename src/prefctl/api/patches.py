@@ -17,12 +17,11 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prefctl.api.client import JSON_PATCH, MERGE_PATCH, encode_body
+from prefctl.api.client import JSON_PATCH, MERGE_PATCH, encode_body, parse_json
 from prefctl.errors import UsageError
 
 __all__ = [
@@ -96,7 +95,7 @@ def parse_assignment(text: str) -> Assignment:
 
 def _value(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except ValueError:
         return raw
 

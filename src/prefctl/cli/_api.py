@@ -3,7 +3,6 @@ stdin, and the options every REST command spells the same way."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,13 +67,13 @@ def source_name(source: str) -> str:
 def read_json(source: str, what: str) -> Any:
     """The JSON value in file ``source`` (``-``: stdin), to be sent as a request body;
     UsageError naming it when it is not JSON, or is JSON the service cannot be sent."""
-    from prefctl.api.client import encode_body
+    from prefctl.api.client import encode_body, parse_json
 
     text = read_text(source)
     if not text.strip():
         raise UsageError(f"{source_name(source)} is empty; expected {what}")
     try:
-        value = json.loads(text)
+        value = parse_json(text)
     except ValueError as exc:
         raise UsageError(f"{source_name(source)} is not valid JSON ({what}): {exc}") from None
     except RecursionError:
