@@ -91,6 +91,8 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     routers: list[APIRouter] = [importlib.import_module(module).router for module in modules]
     for router in routers:
         app.include_router(router)
+    # Every API route with its own path, for the Allow header of a 405 (see _allowed).
+    app.state.api_routes = [route for router in routers for route in router.routes]
     # Routes with a direct lane are matched first, without walking the table (see LaneRoute).
     app.router.routes[:0] = lane_routes(routers)
     permissions = _permissions(routers)
@@ -142,9 +144,23 @@ async def _on_http_error(request: Request, exc: HTTPException) -> Response:
         problem.detail = f"no resource at {request.url.path}"
     elif exc.status_code == 405:
         problem.detail = f"{request.method} is not allowed on {request.url.path}"
+        # Starlette names the methods of the first route of the path only; the path may have
+        # one route per method, and Allow must list them all (RFC 9110 §15.5.6).
+        return problem_response(problem, {**(exc.headers or {}), "Allow": _allowed(request)})
     elif exc.detail and exc.detail != problem.title:
         problem.detail = str(exc.detail)
     return problem_response(problem, exc.headers)
+
+
+def _allowed(request: Request) -> str:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.state.api_routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods.update(route.methods or ())
+    return ", ".join(sorted(methods))
 
 
 async def _on_validation_error(_request: Request, exc: RequestValidationError) -> Response:

@@ -143,6 +143,8 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # /profiles/5/ is no resource: a 404 problem, not a redirect built from the Host header.
+        redirect_slashes=False,
         # FastAPI's OpenTelemetry bridge looks up three global providers on every request
         # (~4 µs); the emulator exports no telemetry.
         telemetry={"tracing": False, "metrics": False, "logs": False},

@@ -23,6 +23,21 @@ def test_wrong_method_is_405_problem_with_allow(api: Api) -> None:
     assert answer.headers["allow"] == "GET"
 
 
+def test_405_allow_lists_every_method_of_the_path(api: Api) -> None:
+    # One route per method: Allow names them all, not the first route's only.
+    profile_id = api.create_profile({"Tags": ["allow"]})["ProfileId"]
+    assert api.client.request("TRACE", "/profiles").headers["allow"] == "GET, POST"
+    answer = api.client.request("POST", f"/profiles/{profile_id}")
+    assert_problem(answer, 405)
+    assert answer.headers["allow"] == "DELETE, GET, PATCH, PUT"
+
+
+def test_trailing_slash_is_404_not_a_redirect(api: Api) -> None:
+    answer = api.get("/programs/", headers={"Host": "evil.example"})
+    assert_problem(answer, 404)
+    assert "location" not in answer.headers
+
+
 def test_body_over_the_limit_is_413_before_it_is_read(api: Api) -> None:
     body = b"[" + b" " * MAX_BODY_BYTES + b"]"
 

@@ -88,6 +88,18 @@ def test_import_stage_after_execute_is_409(api: Api) -> None:
     assert_problem(api.post(f"/imports/{import_id}/execute"), 409)
 
 
+def test_import_execute_while_it_runs_is_409(api: Api) -> None:
+    import_id = _initiate(api)
+    api.post(f"/imports/{import_id}/records", json=[{"Tags": ["bulk"]}] * 5_000)
+
+    first = api.post(f"/imports/{import_id}/execute")
+    again = api.post(f"/imports/{import_id}/execute")  # running, or done if it was quick
+
+    assert first.status_code == 202
+    assert_problem(again, 409)
+    assert _finished(api, import_id)["CreatedProfiles"] == 5_000  # one run, not two
+
+
 def test_import_execute_without_records_is_409(api: Api) -> None:
     import_id = _initiate(api)
 

@@ -86,7 +86,15 @@ _RECORDS_BODY = {
         "required": True,
         "content": {
             JSON_MEDIA_TYPE: {
-                "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Profile"}}
+                # Records are checked when the import runs, each on its own: a record that is no
+                # valid Profile is staged, then becomes a per-record error, not a 400 for all.
+                "schema": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "description": "a Profile; an invalid one becomes a per-record error",
+                    },
+                }
             },
             NDJSON_MEDIA_TYPE: {
                 "schema": {"type": "string", "description": "one profile object per line"}
@@ -153,7 +161,12 @@ def execute(request: Request, principal: ProfilesWrite, import_id: ImportId) -> 
         )
         if job.state == "Staging":
             job = store.queue_import(conn, account, import_id, now=epoch(ctx.clock.now()))
-    _runs(ctx).start(account, import_id)
+        else:  # resumed: answer with its errors so far, as GET does
+            job = store.get_import(conn, account, import_id) or job
+    if not _runs(ctx).start(account, import_id):
+        raise ProblemError(
+            409, "Conflict", f"import {import_id} is {job.state}; it cannot be executed twice"
+        )
     location = account_url(request, "imports", import_id)
     return json_response(job.to_wire(), 202, {"Location": location})
 
