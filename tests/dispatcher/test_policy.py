@@ -100,6 +100,21 @@ def test_endpoint_health_probe_interval_doubles_to_30_minutes_and_200_ends_it() 
     assert healed.may_attempt(NOW)
 
 
+def test_endpoint_health_probe_slots_are_1_2_4_minutes_apart() -> None:
+    health = EndpointHealth()
+    for _ in range(PROBATION_THRESHOLD):
+        health = health.record(Outcome.http(503), NOW)
+    slots = []
+    for _ in range(6):
+        assert health.next_probe_at is not None
+        slot = health.next_probe_at
+        slots.append((slot - NOW).total_seconds() / 60)
+        # The probe goes out at its slot and fails; so does a delivery already in flight.
+        health = health.probe_started(slot).record(Outcome.http(503), slot)
+        health = health.record(Outcome.timeout(), slot)
+    assert slots == [1, 3, 7, 15, 31, 61]  # gaps of 1, 2, 4, 8, 16, 30 minutes
+
+
 @pytest.mark.parametrize("status", [400, 413])
 def test_endpoint_health_400_and_413_do_not_count_toward_probation(status: int) -> None:
     health = EndpointHealth()

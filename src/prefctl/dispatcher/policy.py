@@ -149,10 +149,15 @@ class EndpointHealth:
         return not self.on_probation or self.next_probe_at is None or now >= self.next_probe_at
 
     def probe_started(self, now: datetime) -> EndpointHealth:
-        """A probe went out: the next slot opens one interval later."""
+        """A probe went out: the next slot opens one interval later, the interval twice the last
+        (so the slots are 1, 2, 4 … 30 minutes apart: the first one minute after probation
+        began). A 200 to the probe ends probation before that slot matters."""
         if not self.on_probation:
             return self
-        return replace(self, next_probe_at=now + timedelta(seconds=self.probe_interval_seconds))
+        interval = min(self.probe_interval_seconds * 2, PROBE_INTERVAL_MAX_SECONDS)
+        return replace(
+            self, probe_interval_seconds=interval, next_probe_at=now + timedelta(seconds=interval)
+        )
 
     def record(self, outcome: Outcome, now: datetime) -> EndpointHealth:
         """Account for an attempt's outcome (a 200 ends probation)."""
@@ -162,8 +167,7 @@ class EndpointHealth:
             return self
         failures = self.consecutive_failures + 1
         if self.on_probation:
-            interval = min(self.probe_interval_seconds * 2, PROBE_INTERVAL_MAX_SECONDS)
-            return replace(self, consecutive_failures=failures, probe_interval_seconds=interval)
+            return replace(self, consecutive_failures=failures)
         if failures >= PROBATION_THRESHOLD:
             return EndpointHealth(
                 consecutive_failures=failures,
