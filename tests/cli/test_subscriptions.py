@@ -296,5 +296,9 @@ def test_subscriptions_delete_needs_yes_off_a_terminal(
     assert cli("subscriptions", "delete", "doomed").exit_code == 2
     result = cli("-o", "json", "subscriptions", "delete", "doomed", "--yes")
     assert result.exit_code == 0, result.output
-    assert result.json == {"id": created["Id"], "deleted": True}
+    assert result.json == {
+        "id": created["Id"],
+        "subscription_id": created["Id"],
+        "deleted": True,
+    }
     assert cli("subscriptions", "get", str(created["Id"])).exit_code == 4

@@ -238,7 +238,8 @@ def delete(subscription: SubscriptionArgument, yes: YesOption = False) -> None:
         )
         api.delete(subscription_id)
     if state.json:
-        state.out.json({"id": subscription_id, "deleted": True})
+        # "id" first, as it always was; "subscription_id" as prefctl's other records name it.
+        state.out.json({"id": subscription_id, "subscription_id": subscription_id, "deleted": True})
     state.out.success(f"deleted subscription {subscription_id}")
 
 
