@@ -39,6 +39,7 @@ SUMMARY_KEYS = [
     "pending",
     "skipped",
     "duplicates",
+    "of_deleted_subscriptions",
     "elapsed_seconds",
     "succeeded",
     "outcomes",

@@ -149,7 +149,7 @@ def test_requeue_own_restarts_dead_letters_on_their_subscription(
     finish(conn, b1.delivery_id, state="delivered", status=200, reason=None)
     selection = select(conn, ReplaySource(dead_lettered=DeadLetterFilter()))
 
-    assert requeue_own(conn, selection, now=NOW) == [a1.delivery_id]
+    assert requeue_own(conn, selection, now=NOW).ids == [a1.delivery_id]
     a1_now, b1_now = get_delivery(conn, a1.delivery_id), get_delivery(conn, b1.delivery_id)
     assert a1_now is not None
     assert b1_now is not None
@@ -164,7 +164,7 @@ def test_requeue_own_stored_events_go_back_to_every_subscription_they_had(
     finish(conn, a1.delivery_id, state="delivered", status=200, reason=None)
     selection = select(conn, ReplaySource(event_ids=(event_id(1),)))
 
-    ids = requeue_own(conn, selection, now=NOW)
+    ids = requeue_own(conn, selection, now=NOW).ids
 
     assert ids == [a1.delivery_id, b1.delivery_id]  # b1 was still pending: waited for as is
     a1_now = get_delivery(conn, a1.delivery_id)
@@ -178,3 +178,31 @@ def test_requeue_own_captured_events_need_a_target(
     selection = select(None, ReplaySource(file=_capture(tmp_path, 1)))
     with pytest.raises(UsageError, match="need a target"):
         requeue_own(conn, selection, now=NOW)
+
+
+def test_requeue_own_leaves_and_counts_deliveries_of_a_deleted_subscription(
+    conn: sqlite3.Connection, subs: list[int]
+) -> None:
+    from prefctl.errors import NotFoundError
+    from prefctl.store import subscriptions
+    from prefctl.store.db import transaction
+    from tests.store.service_helpers import ACCOUNT
+
+    (a1, b1) = queue_event(conn, 1, subs)
+    finish(conn, a1.delivery_id, status=413, reason="PayloadTooLarge")
+    finish(conn, b1.delivery_id, status=413, reason="PayloadTooLarge")
+    with transaction(conn):
+        subscriptions.delete_subscription(conn, ACCOUNT, subs[0], now=NOW)
+    selection = select(conn, ReplaySource(dead_lettered=DeadLetterFilter()))
+
+    requeued = requeue_own(conn, selection, now=NOW)
+
+    # The other subscription's dead letter goes again; the deleted one's stays, counted.
+    assert requeued == ([b1.delivery_id], 1)
+    a1_now = get_delivery(conn, a1.delivery_id)
+    assert a1_now is not None
+    assert a1_now.state == "dead_lettered"
+    # When that is all there is, it says so (exit 4) rather than replaying nothing.
+    only_deleted = select(conn, ReplaySource(dead_lettered=DeadLetterFilter()))
+    with pytest.raises(NotFoundError, match=f"subscription {subs[0]} was deleted"):
+        requeue_own(conn, only_deleted, now=NOW)

@@ -231,10 +231,21 @@ def _render(summary: ReplaySummary) -> None:
         out.info("nothing to replay: no event matched")
     data = summary.to_dict()
     counts = {key: data[key] for key in ("total", "delivered", "dead_lettered", "pending")}
-    counts.update({key: data[key] for key in ("skipped", "duplicates") if data[key]})
+    counts.update(
+        {
+            key: data[key]
+            for key in ("skipped", "duplicates", "of_deleted_subscriptions")
+            if data[key]
+        }
+    )
     counts["elapsed"] = f"{summary.elapsed_seconds:.1f} s"
     counts["dispatcher"] = summary.dispatcher
     out.record(counts, title="replay")
+    if summary.of_deleted_subscriptions:
+        out.warn(
+            f"left {summary.of_deleted_subscriptions} of deleted subscriptions: they have nowhere"
+            " to go; replay them with --to URL or --subscription ID"
+        )
     failed = [o.to_dict() for o in summary.outcomes if o.state != "delivered"]
     if failed and summary.waited:
         from prefctl.cli.deliveries import last_answer

@@ -189,19 +189,10 @@ def redrive_dead_letters(
     those of a deleted subscription stay where they are."""
     with transaction(conn):
         records = list_dead_letters(conn, selection)
-        deleted = _deleted_subscriptions(conn, {record.subscription_id for record in records})
+        deleted = subscriptions.deleted_among(conn, (record.subscription_id for record in records))
         requeued = [r for r in records if r.subscription_id not in deleted]
         requeue(conn, [record.delivery_id for record in requeued], now=now)
     return Redrive(requeued, [r for r in records if r.subscription_id in deleted])
-
-
-def _deleted_subscriptions(conn: sqlite3.Connection, ids: set[int]) -> set[int]:
-    return {
-        subscription_id
-        for subscription_id in ids
-        for account in accounts.list_accounts(conn)
-        if subscriptions.is_deleted(conn, account.service_client_id, subscription_id)
-    }
 
 
 def export_dead_letters(

@@ -156,6 +156,8 @@ class ReplaySummary:
     duplicates: int
     elapsed_seconds: float
     outcomes: list[ReplayOutcome]
+    # Selected deliveries left because their subscription was deleted (no --to: nowhere to go).
+    of_deleted_subscriptions: int = 0
 
     def count(self, state: str) -> int:
         return sum(1 for outcome in self.outcomes if outcome.state == state)
@@ -191,6 +193,7 @@ class ReplaySummary:
             "pending": self.pending,
             "skipped": self.skipped,
             "duplicates": self.duplicates,
+            "of_deleted_subscriptions": self.of_deleted_subscriptions,
             "elapsed_seconds": round(self.elapsed_seconds, 3),
             "succeeded": self.succeeded,
             "outcomes": [outcome.to_dict() for outcome in self.outcomes],
@@ -252,14 +255,16 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
     with open_existing_store(store_path) as conn:
         selection = select(conn, config.source)
         now = epoch(config.clock.now())
+        left = 0
         if config.target.subscription_id is not None:
             ids = queue_for_subscription(
                 conn, selection.items, config.target.subscription_id, now=now
             )
         else:
-            ids = requeue_own(
+            requeued = requeue_own(
                 conn, selection, now=now, from_subscription=config.source.from_subscription
             )
+            ids, left = requeued.ids, requeued.of_deleted_subscriptions
         ids = list(dict.fromkeys(ids))  # two dead letters of one event → one delivery
         if config.wait and ids:
             if dispatcher == "emulator":
@@ -270,7 +275,7 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
                 async with engine_running(store_path, config):
                     await wait_final(conn, ids, config, started)
         records = _records(conn, ids)
-    return _summary(config, dispatcher, selection, records, started)
+    return _summary(config, dispatcher, selection, records, started, left)
 
 
 async def wait_final(
@@ -310,6 +315,7 @@ def _summary(
     selection: Selection,
     records: Sequence[DeliveryRecord],
     started: float,
+    of_deleted_subscriptions: int = 0,
 ) -> ReplaySummary:
     return ReplaySummary(
         source=config.source.kind,
@@ -320,4 +326,5 @@ def _summary(
         duplicates=selection.duplicates,
         elapsed_seconds=config.clock.monotonic() - started,
         outcomes=[ReplayOutcome.of(record) for record in records],
+        of_deleted_subscriptions=of_deleted_subscriptions,
     )

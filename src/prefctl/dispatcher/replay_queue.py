@@ -20,6 +20,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from prefctl.dispatcher.captures import CapturedEvent, read_captured
 from prefctl.dispatcher.deadletters import DeadLetterFilter, list_dead_letters
@@ -34,6 +35,7 @@ from prefctl.store.subscriptions import SubscriptionRecord
 __all__ = [
     "ReplayItem",
     "ReplaySource",
+    "Requeued",
     "Selection",
     "find_subscription",
     "queue_for_subscription",
@@ -222,15 +224,24 @@ def _stored_rowid(conn: sqlite3.Connection, account: str, event: CapturedEvent) 
         ) from None
 
 
+class Requeued(NamedTuple):
+    """What ``requeue_own`` queued, and how many selected deliveries it left because their
+    subscription was deleted (they have nowhere to go: ``--to URL`` re-delivers them)."""
+
+    ids: list[int]
+    of_deleted_subscriptions: int = 0
+
+
 def requeue_own(
     conn: sqlite3.Connection,
     selection: Selection,
     *,
     now: float,
     from_subscription: int | None = None,
-) -> list[int]:
+) -> Requeued:
     """Start the selected events over on the subscriptions they were queued for (dead letters:
-    their own delivery); returns the delivery ids. Pending deliveries are left as they are."""
+    their own delivery). Pending deliveries are left as they are; so are deliveries of a deleted
+    subscription, unless that is all there is (then NotFoundError says so)."""
     from prefctl.store.db import transaction
 
     if any(item.rowid is None for item in selection.items):
@@ -243,10 +254,14 @@ def requeue_own(
             event_ids = [item.event.event_id for item in selection.items]
             records = list(_deliveries_of(conn, event_ids, from_subscription))
         subscription_ids = sorted({record.subscription_id for record in records})
-        _check_receiving([find_subscription(conn, sub) for sub in subscription_ids])
-        ids = [record.delivery_id for record in records]
+        deleted = subscriptions.deleted_among(conn, subscription_ids)
+        if deleted and deleted.issuperset(subscription_ids):
+            find_subscription(conn, subscription_ids[0])  # raises: "was deleted", with the way out
+        kept = [record for record in records if record.subscription_id not in deleted]
+        _check_receiving([find_subscription(conn, s) for s in subscription_ids if s not in deleted])
+        ids = [record.delivery_id for record in kept]
         requeue(conn, ids, now=now)
-    return ids
+    return Requeued(ids, len(records) - len(kept))
 
 
 def _deliveries_of(

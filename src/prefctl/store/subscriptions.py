@@ -45,6 +45,7 @@ __all__ = [
     "SubscriptionRecord",
     "create_subscription",
     "delete_subscription",
+    "deleted_among",
     "fanout_targets",
     "find_by_name",
     "find_by_validation_token",
@@ -353,6 +354,19 @@ def delete_subscription(
     for table in ("subscription_event_types", "alert_dead_letters", "alert_incidents"):
         conn.execute(f"DELETE FROM {table} WHERE subscription_id = ?", (subscription_id,))  # noqa: S608
     return True
+
+
+def deleted_among(conn: sqlite3.Connection, subscription_ids: Iterable[int]) -> set[int]:
+    """The deleted subscriptions (tombstones) among ``subscription_ids``, in any account."""
+    ids = list(dict.fromkeys(subscription_ids))
+    if not ids:
+        return set()
+    rows = conn.execute(
+        "SELECT id FROM subscriptions WHERE deleted_at IS NOT NULL"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(ids).decode(),),
+    )
+    return {int(row[0]) for row in rows}
 
 
 def is_deleted(conn: sqlite3.Connection, account: str, subscription_id: int) -> bool:
