@@ -273,7 +273,10 @@ def test_subscriptions_update_events_and_url_rerun_the_handshake(
     assert "provisioned (Succeeded)" in moved.stderr
     same = cli("subscriptions", "update", "upd", "--description", "moved")
     assert same.exit_code == 2
-    assert "nothing to change" in same.stderr
+    assert "nothing to change: the subscription already has these values" in same.stderr
+    bare = cli("subscriptions", "update", "upd")
+    assert bare.exit_code == 2
+    assert "error: nothing to change — pass --url" in bare.stderr
 
 
 def test_subscriptions_pause_and_resume_set_the_state(

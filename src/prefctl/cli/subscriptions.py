@@ -206,7 +206,17 @@ def update(
             body.get("Subscriptions") or [], event, add_event, remove_event
         )
         if body == input_body(current):
-            raise UsageError("nothing to change", hint="pass --url, --name, --event…")
+            given = (
+                file is not None
+                or any(v is not None for v in (name, url, description, catch_up, event))
+                or bool(add_event or remove_event)
+            )
+            raise UsageError(
+                "nothing to change: the subscription already has these values"
+                if given
+                else "nothing to change",
+                hint="pass --url, --name, --event… with new values",
+            )
         record = api.replace(int(current["Id"]), body)
         url_changed = record.get("Url") != current.get("Url")
         _finish(state, api, record, wait=url_changed and not no_wait, timeout=wait_timeout)
