@@ -164,20 +164,20 @@ def _captured(event: StoredEvent, subscription_id: int | None = None) -> Capture
 
 def find_subscription(conn: sqlite3.Connection, subscription_id: int) -> SubscriptionRecord:
     """The subscription with this id in any account of the store; NotFoundError otherwise."""
-    deleted = False
     for account in accounts.list_accounts(conn):
         record = subscriptions.get_subscription(conn, account.service_client_id, subscription_id)
         if record is not None:
             return record
-        deleted = deleted or subscriptions.is_deleted(
-            conn, account.service_client_id, subscription_id
-        )
-    if deleted:
-        raise NotFoundError(
-            f"subscription {subscription_id} was deleted",
-            hint="replay its events elsewhere with --to URL or --subscription ID",
-        )
+    if subscriptions.deleted_among(conn, [subscription_id]):
+        raise _deleted(subscription_id)
     raise NotFoundError(f"subscription {subscription_id} not found")
+
+
+def _deleted(subscription_id: int) -> NotFoundError:
+    return NotFoundError(
+        f"subscription {subscription_id} was deleted",
+        hint="replay its events elsewhere with --to URL or --subscription ID",
+    )
 
 
 def _check_receiving(records: Sequence[SubscriptionRecord]) -> None:
@@ -256,7 +256,7 @@ def requeue_own(
         subscription_ids = sorted({record.subscription_id for record in records})
         deleted = subscriptions.deleted_among(conn, subscription_ids)
         if deleted and deleted.issuperset(subscription_ids):
-            find_subscription(conn, subscription_ids[0])  # raises: "was deleted", with the way out
+            raise _deleted(subscription_ids[0])
         kept = [record for record in records if record.subscription_id not in deleted]
         _check_receiving([find_subscription(conn, s) for s in subscription_ids if s not in deleted])
         ids = [record.delivery_id for record in kept]

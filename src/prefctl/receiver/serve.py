@@ -252,7 +252,8 @@ def serve(
 
     ``on_ready`` gets the ready information once uvicorn listens. Returns when ``exit_after``
     events arrived, the ``timeout`` passed, or on SIGINT/SIGTERM; when ``exit_after`` was not
-    reached by then, raises ``ExitAfterNotReached`` (a ``PrefctlError`` carrying the summary). A busy port or an unreadable certificate is a ``UsageError``.
+    reached by then, raises ``ExitAfterNotReached`` (a ``PrefctlError`` carrying the summary).
+    A busy port or an unreadable certificate is a ``UsageError``.
 
     ``serve`` expects to own its process (``prefctl receive``): it moves every object that exists
     before serving out of the garbage collector's sight (``gc.freeze``), so that the collections

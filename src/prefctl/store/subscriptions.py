@@ -18,7 +18,7 @@ A subscription takes its fields from the wire body of ``POST``/``PUT /subscripti
 - **Delete** leaves a tombstone (``deleted_at``): notifications stop at once, pending deliveries,
   its event types and its alerting go, and its dead letters stay, still naming it. Every lookup
   here (``get_subscription``, ``list_subscriptions``, names, tokens, fan-out) skips tombstones;
-  ``is_deleted`` tells a deleted subscription from one that never existed.
+  ``deleted_among`` tells a deleted subscription from one that never existed.
 
 Functions do not open transactions; the caller groups them.
 """
@@ -51,7 +51,6 @@ __all__ = [
     "find_by_validation_token",
     "find_conflict",
     "get_subscription",
-    "is_deleted",
     "list_subscriptions",
     "record_handshake_attempt",
     "replace_subscription",
@@ -367,16 +366,6 @@ def deleted_among(conn: sqlite3.Connection, subscription_ids: Iterable[int]) -> 
         (orjson.dumps(ids).decode(),),
     )
     return {int(row[0]) for row in rows}
-
-
-def is_deleted(conn: sqlite3.Connection, account: str, subscription_id: int) -> bool:
-    """Whether ``subscription_id`` is a deleted subscription of ``account`` (a tombstone)."""
-    row = conn.execute(
-        "SELECT 1 FROM subscriptions WHERE id = ? AND service_client_id = ?"
-        " AND deleted_at IS NOT NULL",
-        (subscription_id, account),
-    ).fetchone()
-    return row is not None
 
 
 def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]:
