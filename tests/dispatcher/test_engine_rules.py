@@ -195,7 +195,11 @@ def test_engine_answer_after_the_late_window_changes_nothing(conn: sqlite3.Conne
         "dead_lettered",
         "MaxDeliveryAttemptsExceeded",
     )
-    assert [a.outcome for a in attempts_of(conn, delivery)] == ["timed_out"]
+    [attempt] = attempts_of(conn, delivery)
+    assert attempt.outcome == "timed_out"
+    # The dead letter (and its alert) says what failed: there is no HTTP status to show.
+    assert (record.last_status, record.last_error) == (None, "no response within 30 s")
+    assert attempt.error == "no response within 30 s"
     rig.close()
 
 

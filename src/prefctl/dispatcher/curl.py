@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prefctl import __version__
-from prefctl.dispatcher.transport import Request, Response, TlsIdentity
+from prefctl.dispatcher.transport import UNSENT_ERROR, Request, Response, TlsIdentity
 
 __all__ = ["MAX_ACTIVE", "MAX_BODY_BYTES", "PER_HOST_ACTIVE", "CurlTransport"]
 
@@ -46,7 +46,6 @@ MAX_BODY_BYTES = 64 * 1024
 # libcurl's CURL_CSELECT_IN/OUT/ERR (curl/multi.h), kept here so that importing this module does
 # not import pycurl.
 _CSELECT_IN, _CSELECT_OUT, _CSELECT_ERR = 1, 2, 4
-_UNSENT = "not sent: no free connection to the host within the response timeout"
 
 
 @dataclass(slots=True)
@@ -259,7 +258,7 @@ class CurlTransport:
                     self._cancelled.discard(queued.request.key)
                 else:
                     self._answers.append(
-                        Response(queued.request.key, None, _UNSENT, now - queued.submitted)
+                        Response(queued.request.key, None, UNSENT_ERROR, now - queued.submitted)
                     )
             if not queue:
                 del self._queues[host]
@@ -301,7 +300,7 @@ class CurlTransport:
         pycurl = self._pycurl
         waited = now - queued.submitted
         if waited >= request.timeout:
-            self._answers.append(Response(request.key, None, _UNSENT, waited))
+            self._answers.append(Response(request.key, None, UNSENT_ERROR, waited))
             return
         remaining = request.keep_open - waited
         handle = self._idle.pop() if self._idle else self._new_handle()

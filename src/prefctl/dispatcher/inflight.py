@@ -25,7 +25,7 @@ from typing import Literal
 from prefctl.dispatcher import policy
 from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
-from prefctl.dispatcher.transport import Response
+from prefctl.dispatcher.transport import UNSENT_ERROR, Response
 from prefctl.store.deliveries import Attempt, AttemptOutcome, ClaimedDelivery, DeliveryResult
 
 __all__ = ["InFlight", "Item", "Pending", "result"]
@@ -197,7 +197,9 @@ class InFlight:
             self._attempted(pending, outcome, arrival, response.elapsed, response.error, results)
         else:
             if not pending.timed_out:
-                self._time_out(key, pending, results)
+                # Never sent (no free connection): the transport's error says so.
+                unsent = response.status is None and response.error == UNSENT_ERROR
+                self._time_out(key, pending, results, response.error if unsent else None)
             if response.status == 200 and response.elapsed <= self.late_window:
                 late.append(self._late_success(pending, arrival, response.elapsed))
         self._settle(key)
@@ -244,9 +246,13 @@ class InFlight:
         if recorded is not None:
             recorded.sent(made, pending.started_at)
 
-    def _time_out(self, key: int, pending: Pending, results: list[Item]) -> None:
+    def _time_out(
+        self, key: int, pending: Pending, results: list[Item], error: str | None = None
+    ) -> None:
         finished = pending.started_at + self.timeout
-        self._attempted(pending, policy.Outcome.timeout(), finished, None, None, results)
+        outcome = policy.Outcome.timeout(error) if error else policy.Outcome.timeout()
+        # The error says what happened: a dead letter after timeouts keeps it as its last error.
+        self._attempted(pending, outcome, finished, None, outcome.error, results)
         pending.timed_out = True
         del self._awaiting[key]
         self.awaiting_by_account[pending.delivery.service_client_id] -= 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
+    "UNSENT_ERROR",
     "FunctionTransport",
     "Reply",
     "Request",
@@ -30,6 +31,10 @@ __all__ = [
     "TlsIdentity",
     "Transport",
 ]
+
+# The error of a request that was never sent: no free connection to its host within the response
+# timeout (a transport that queues requests per host reports it; the attempt is ``timed_out``).
+UNSENT_ERROR = "not sent: no free connection to the host within the response timeout"
 
 
 @dataclass(frozen=True, slots=True)
