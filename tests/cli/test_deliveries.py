@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.dispatcher.ops_helpers import event_id, finish, queue_event
+from prefctl.store import deliveries
+from prefctl.store.deliveries import Attempt, DeliveryResult
+from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
 from tests.helpers import run_cli
 from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
 
@@ -111,3 +113,45 @@ def test_store_commands_leave_a_file_that_is_not_a_store_untouched(
     result = run_cli("dispatcher", "run", "--store", other, "--once")
     assert result.exit_code == 2
     assert other.read_bytes() == before
+
+
+def test_deliveries_show_labels_a_late_answer_and_a_probation_skip_not_as_a_redrive(
+    tmp_path: Path,
+) -> None:
+    # Attempt 1 times out, attempt 2 is put off by probation then fails, and attempt 1's 200
+    # arrives late: rows share attempt numbers, and nothing was redriven.
+    path = tmp_path / "store.db"
+    conn = open_service_store(path)
+    sub = add_subscription(conn, subscription_body("https://a.example/hook", name="A"))
+    (delivery,) = queue_event(conn, 1, [sub])
+    did = delivery.delivery_id
+    rows = [
+        (Attempt(1, T0, T0 + 30, "timed_out", None, "no response within 30 s"), "queued", 1),
+        (Attempt(2, T0 + 40, T0 + 40, "skipped", None, "endpoint on probation"), "queued", 1),
+        (Attempt(2, T0 + 60, T0 + 60.1, "failed", 503, None, 100.0), "queued", 2),
+        (Attempt(1, T0, T0 + 70, "late_delivered", 200, None, 70_000.0), "delivered", 2),
+    ]
+    for attempt, state, count in rows:
+        final = state == "delivered"
+        deliveries.record_results(
+            conn,
+            [
+                DeliveryResult(
+                    did,
+                    state,  # type: ignore[arg-type]
+                    count,
+                    at=attempt.finished_at,
+                    next_attempt_at=None if final else attempt.finished_at + 10,
+                    attempt=attempt,
+                )
+            ],
+        )
+    conn.close()
+
+    result = run_cli("deliveries", "show", str(did), "--store", path)
+
+    assert result.exit_code == 0, result.stderr
+    assert "redrive" not in result.stdout
+    assert "no response within 30 s" in result.stdout  # the timeout says what happened
+    assert "attempt 1 answered late" in result.stdout
+    assert "2026-01-01T00:01:00" in result.stdout  # the skip points at the attempt made later

@@ -128,17 +128,26 @@ def last_answer(status: int | None, error: str | None) -> str:
 
 def timeline_rows(timeline: DeliveryTimeline) -> list[dict[str, Any]]:
     """One row per attempt; ``next`` is when the following attempt went out, or for the last
-    attempt when the next is due (or how the delivery ended)."""
+    attempt when the next is due (or how the delivery ended).
+
+    Two rows can share an attempt number: a timed-out request answered within the late window
+    (``timed_out`` then ``late_delivered``: "answered late", possibly after its retry's row), and a
+    delivery put off by probation (``skipped``, then the attempt made at the probe slot). Other
+    numbers that start again at 1 are a new run of the delivery (a redrive or a replay)."""
     attempts = [attempt.to_dict() for attempt in timeline.attempts]
     rows = []
     for index, attempt in enumerate(attempts):
         following = attempts[index + 1] if index + 1 < len(attempts) else None
-        if following is not None and following["attempt"] > attempt["attempt"]:
-            upcoming = following["started_at"]
-        elif following is not None:
-            upcoming = "redriven"
-        else:
+        if following is None:
             upcoming = _ending(timeline)
+        elif following["outcome"] == "late_delivered":
+            number = following["attempt"]
+            same = number == attempt["attempt"]
+            upcoming = "answered late" if same else f"attempt {number} answered late"
+        elif following["attempt"] < attempt["attempt"]:
+            upcoming = "run again (redrive or replay)"
+        else:
+            upcoming = following["started_at"]
         latency = attempt["latency_ms"]
         rows.append(
             {
