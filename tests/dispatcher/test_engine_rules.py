@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.transport import Reply, Request
+from prefctl.store import subscriptions
+from prefctl.store.db import transaction
 from prefctl.webhooks.signature import SigningCredentials, parse_header, verify
 from tests.dispatcher.engine_helpers import (
     CREDENTIALS,
@@ -150,6 +152,35 @@ def test_engine_connection_error_is_retried_with_its_message(conn: sqlite3.Conne
         None,
         "Connection refused",
     )
+    rig.close()
+
+
+@pytest.mark.parametrize("state", ["Failed", "Updating", "AwaitingManualAction"])
+def test_engine_limits_apply_to_deliveries_of_a_subscription_that_is_not_receiving(
+    conn: sqlite3.Connection, state: str
+) -> None:
+    # Two attempts fail, then the subscription stops receiving (a Url change whose handshake
+    # failed, or still under way): its queued deliveries are not sent, but they do not stay
+    # queued for ever either: the limits are checked when the next attempt comes due.
+    set_settings(conn, EventTimeToLiveMinutes=2, MaxDeliveryAttempts=30)
+    subscription = subscribe(conn, URL)
+    [late] = queue_events(conn, subscription, 1)
+    [fresh] = queue_events(conn, subscription, 1, at=T0 + 100, prefix="11111111")
+    rig = Rig(conn, lambda _r: Reply(503))
+    rig.cycle()
+    rig.advance(10)
+    rig.advance(1)
+    sent = len(rig.transport.sent)
+    assert record_of(conn, late).attempts == 2
+    with transaction(conn):
+        subscriptions.set_provisioning_state(conn, subscription, state, now=T0 + 12)  # type: ignore[arg-type]
+    for _ in range(130):
+        rig.advance(1)
+    record = record_of(conn, late)
+    assert (record.state, record.dead_letter_reason) == ("dead_lettered", "TimeToLiveExceeded")
+    assert record.finished_at - T0 >= 120.0  # at the first due time past the 2-minute TTL
+    assert record_of(conn, fresh).state == "queued"  # within its TTL: it waits for the Url
+    assert len(rig.transport.sent) == sent  # nothing went to the subscription meanwhile
     rig.close()
 
 

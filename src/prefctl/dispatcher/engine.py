@@ -286,7 +286,21 @@ class Engine:
         if plan.room <= 0:
             return []
         name = plan.row.service_client_id
-        claimed = claim_due(self.conn, now, plan.room, plan.lease, plan.owner, account=name)
+        settings = plan.settings
+        # Deliveries of a subscription that is not receiving are claimed only to be dead-lettered
+        # (TTL or attempts used up); a millisecond's margin keeps the store's TTL test from
+        # claiming one that policy.check_due would still let go.
+        ttl = 60.0 * settings["EventTimeToLiveMinutes"] / self.time_scale
+        claimed = claim_due(
+            self.conn,
+            now,
+            plan.room,
+            plan.lease,
+            plan.owner,
+            account=name,
+            expired_before=now - ttl - 0.001,
+            max_attempts=settings["MaxDeliveryAttempts"],
+        )
         # In --once mode, whether more is due decides between waiting for the next cycle and
         # polling for the last answers.
         plan.account.full = len(claimed) >= plan.room and dispatcher_state.due_exists(

@@ -227,7 +227,9 @@ WHERE id IN (
     SELECT d.id FROM deliveries d INDEXED BY deliveries_due
     CROSS JOIN subscriptions s ON s.id = d.subscription_id
     WHERE d.state = 'queued' AND d.next_attempt_at <= :now
-      AND s.state = 'Active' AND s.provisioning_state = 'Succeeded' {account}
+      AND s.state = 'Active' {account}
+      AND (s.provisioning_state = 'Succeeded'
+           OR d.event_time <= :expired_before OR d.attempts >= :max_attempts)
     ORDER BY d.next_attempt_at
     LIMIT :limit
 )
@@ -255,14 +257,20 @@ def claim_due(
     owner: str,
     *,
     account: str | None = None,
+    expired_before: float | None = None,
+    max_attempts: int | None = None,
 ) -> list[ClaimedDelivery]:
     """Lease up to ``limit`` due deliveries to ``owner`` until ``now + lease_seconds``, oldest
     ``next_attempt_at`` first, across every subscription (of ``account`` when given) that is
     Active and Succeeded. Leases that expired by ``now`` are taken back first.
 
     One write transaction: concurrent claimers (threads or processes) never get the same row.
-    Queued rows of a subscription that is not receiving (provisioning again after a Url change)
-    stay queued and are stepped over until it is.
+    Queued rows of a subscription that is not receiving (provisioning again after a Url change,
+    or Failed) stay queued and are stepped over until it is, except those the caller will
+    dead-letter at due time: an EventTime at or before ``expired_before`` (past its TTL) or
+    ``max_attempts`` attempts made. Those are claimed too, so that the limits are checked when
+    the next attempt comes due whatever the subscription's state (spec: "Time-to-live expiry is
+    checked only at the next scheduled attempt"); the caller must not send them.
     """
     lease_until = now + lease_seconds
     with atomic(conn):
@@ -281,7 +289,14 @@ def claim_due(
             )
         cursor = conn.cursor()
         cursor.row_factory = None  # plain tuples: the hot path skips sqlite3.Row
-        params = {"owner": owner, "until": lease_until, "now": now, "limit": limit}
+        params = {
+            "owner": owner,
+            "until": lease_until,
+            "now": now,
+            "limit": limit,
+            "expired_before": expired_before,  # None: compares as unknown, i.e. never
+            "max_attempts": max_attempts,
+        }
         if account is None:
             rows: list[_ClaimRow] = cursor.execute(_CLAIM_ALL, params).fetchall()
         else:
