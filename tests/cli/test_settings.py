@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from prefctl.emulator.serve import RunningEmulator
 from prefctl.models.settings import SETTING_RANGES
 from tests.helpers import free_port
@@ -76,4 +78,25 @@ def test_settings_set_beyond_64_bits_is_a_range_error(emulator: RunningEmulator,
         "error: AlertFrequencyMax=100000000000000000000 is out of range "
         "1–9223372036854775807 minutes"
     )
+    assert cli("-o", "json", "settings", "get").json == before
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (
+            ["Duration=\u0665"],
+            "error: Duration must be a whole number (1–300 seconds), not '\u0665'",
+        ),
+        (["Duration=1_0"], "error: Duration must be a whole number (1–300 seconds), not '1_0'"),
+        (["Duration=5", "duration=6"], "error: Duration is given twice"),
+    ],
+)
+def test_settings_set_refuses_non_ascii_digits_and_a_setting_given_twice(
+    emulator: RunningEmulator, cli, pairs: list[str], message: str
+) -> None:
+    before = cli("-o", "json", "settings", "get").json
+    result = cli("settings", "set", *pairs)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0].startswith(message)
     assert cli("-o", "json", "settings", "get").json == before

@@ -11,6 +11,7 @@ their kebab-case form (``max-concurrent-requests``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,16 +47,26 @@ def setting_name(key: str) -> str:
     raise UsageError(f"unknown setting '{key}'", hint=f"settings: {', '.join(SETTING_RANGES)}")
 
 
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
 def parse_changes(pairs: Iterable[str]) -> dict[str, int]:
-    """``["Duration=5"]`` → ``{"Duration": 5}``; UsageError for a bad pair or a non-integer."""
+    """``["Duration=5"]`` → ``{"Duration": 5}``; UsageError for a bad pair, a value that is not
+    a whole number in ASCII digits (``int()`` alone would take ``٥`` or ``1_0``), or a setting
+    given twice (which of the two was meant?)."""
     changes: dict[str, int] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep:
             raise UsageError(f"'{pair}' is not KEY=VALUE", hint="e.g. Duration=5")
         name = setting_name(key)
+        if name in changes:
+            raise UsageError(f"{name} is given twice", hint="give each setting once")
+        text = raw.strip()
         try:
-            changes[name] = int(raw.strip())
+            if not _WHOLE_NUMBER.fullmatch(text):
+                raise ValueError(text)
+            changes[name] = int(text)
         except ValueError:
             raise UsageError(
                 f"{name} must be a whole number ({describe_range(SETTING_RANGES[name])}), "
