@@ -100,3 +100,17 @@ def test_settings_set_refuses_non_ascii_digits_and_a_setting_given_twice(
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[0].startswith(message)
     assert cli("-o", "json", "settings", "get").json == before
+
+
+def test_verbose_logs_each_request_on_stderr_and_never_the_token(
+    emulator: RunningEmulator, cli
+) -> None:
+    result = cli("-v", "-o", "json", "settings", "get")
+    assert result.exit_code == 0, result.output
+    assert result.json["Duration"] >= 1  # stdout stays data only
+    [line] = [line for line in result.stderr.splitlines() if "/settings/webhooks" in line]
+    assert "GET " in line
+    assert line.endswith("→ 200")
+    token = cli("token", "get").stdout.strip()
+    assert token
+    assert token not in result.stderr

@@ -158,7 +158,7 @@ class ApiClient:
                 f"cannot reach the REST API at {self.base_url}: {transport_error_reason(exc)}",
                 hint=self._unreachable_hint(exc),
             ) from None
-        log.debug("%s %s → %d", method, response.request.url.path, response.status_code)
+        log.info("%s %s → %d", method, response.request.url.path, response.status_code)
         if not response.is_success:
             raise error_for_response(response, method, path)
         return response
