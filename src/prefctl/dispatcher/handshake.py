@@ -147,13 +147,22 @@ def confirm_validation(
     still under way); a GET after it fails an AwaitingManualAction subscription at once."""
     with transaction(conn):
         record = store.find_by_validation_token(conn, token)
-        if record is None or record.provisioning_state not in PENDING:
+        if record is None:
+            return ManualValidation.UNKNOWN, None
+        if record.provisioning_state == "Failed" and record.handshake.last_error == MANUAL_EXPIRED:
+            return ManualValidation.EXPIRED, record  # its window ended unused (link kept: 410)
+        if record.provisioning_state not in PENDING:
             return ManualValidation.UNKNOWN, None
         expires_at = record.handshake.validation_expires_at
         if expires_at is None or now >= expires_at:
             if record.provisioning_state == "AwaitingManualAction":
                 store.set_provisioning_state(
-                    conn, record.id, "Failed", now=now, error=MANUAL_EXPIRED
+                    conn,
+                    record.id,
+                    "Failed",
+                    now=now,
+                    error=MANUAL_EXPIRED,
+                    keep_validation_link=True,
                 )
             return ManualValidation.EXPIRED, record
         store.set_provisioning_state(conn, record.id, "Succeeded", now=now)
@@ -261,7 +270,14 @@ def _expire(
             or record.handshake.validation_token != token
         ):
             return False
-        store.set_provisioning_state(conn, subscription_id, "Failed", now=now, error=MANUAL_EXPIRED)
+        store.set_provisioning_state(
+            conn,
+            subscription_id,
+            "Failed",
+            now=now,
+            error=MANUAL_EXPIRED,
+            keep_validation_link=True,
+        )
         return True
 
 

@@ -424,10 +424,12 @@ def set_provisioning_state(
     *,
     now: float,
     error: str | None = None,
+    keep_validation_link: bool = False,
 ) -> None:
     """Move provisioning on. Succeeded stamps ``provisioned_at``; Succeeded and Failed end the
-    validation URL; ``error`` (for Failed) is kept as the handshake's last error."""
-    ended = state in ("Succeeded", "Failed")
+    validation URL (``keep_validation_link``: Failed keeps it, so that a late GET of an expired
+    link can be told it expired); ``error`` (for Failed) is kept as the handshake's last error."""
+    ended = state == "Succeeded" or (state == "Failed" and not keep_validation_link)
     conn.execute(
         "UPDATE subscriptions SET provisioning_state = ?,"
         " provisioned_at = CASE WHEN ? = 'Succeeded' THEN ? ELSE provisioned_at END,"

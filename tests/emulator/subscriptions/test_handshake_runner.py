@@ -150,7 +150,12 @@ def test_handshake_manual_without_get_fails_after_five_minutes(
     record = provision(ctx, subscription_id, "Failed", clock=clock)
     assert record.handshake.last_error == MANUAL_EXPIRED
     assert (clock.now() - started).total_seconds() >= 300
-    assert record.handshake.validation_token is None
+    # The link is kept: a GET after the window learns it expired (410), not "unknown" (404).
+    token = record.handshake.validation_token
+    assert token is not None
+    outcome, _ = confirm_validation(ctx.connection(), token, now=epoch(clock.now()))
+    assert outcome is ManualValidation.EXPIRED
+    assert read(ctx, subscription_id).provisioning_state == "Failed"
 
 
 def test_validation_get_after_the_window_fails_the_subscription(

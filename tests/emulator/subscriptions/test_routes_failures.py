@@ -69,7 +69,10 @@ def test_manual_validation_not_done_fails_after_five_minutes(
     assert failed["ProvisioningError"] == MANUAL_EXPIRED
     (handshake,) = manual_receiver.handshakes(created["Id"])
     assert handshake.validation_url is not None
-    assert httpx.get(handshake.validation_url).status_code == 404
+    late = httpx.get(handshake.validation_url)  # docs/subscriptions.md: the window is over
+    assert late.status_code == 410
+    assert "expired" in late.json()["detail"]
+    assert wait_for_state(api, created["Id"], "Failed")["ProvisioningError"] == MANUAL_EXPIRED
 
 
 def test_failed_subscription_given_a_new_url_is_provisioned_again(
