@@ -286,6 +286,26 @@ def test_a_200_while_dead_letters_wait_closes_after_a_recovered_alert(
     assert harness.incident() is None
 
 
+def test_a_200_before_the_paused_alert_is_due_makes_the_last_alert_recovered(
+    tmp_path: Path,
+) -> None:
+    # The incident counts AlertThresholdMax dead letters while its next alert waits for the gap;
+    # a 200 comes first. That alert is the recovery's: the incident closes, nothing is paused.
+    h = settings_harness(tmp_path, AlertThresholdMax=6, AlertFrequencyMin=5)
+    h.dead_letter()
+    h.minutes(1)
+    h.dead_letter(5)  # 6 counted: the next alert (due at minute 5) would say paused
+    h.minutes(1)
+    h.delivered()
+    h.minutes(3)
+
+    _first, last = h.alerts()
+    assert (last.kind, last.dead_letters, last.incident_dead_letters) == ("recovered", 5, 6)
+    assert h.incident() is None
+    h.minutes(60)
+    assert len(h.alerts()) == 2
+
+
 def test_a_200_to_a_paused_incident_closes_it(tmp_path: Path) -> None:
     h = settings_harness(tmp_path, AlertThresholdMax=6)
     h.dead_letter(6)

@@ -148,6 +148,8 @@ def test_simulate_counts_a_retry_sent_before_a_late_success() -> None:
     ]
     assert report["deliveries"]["retried"] == 1
     assert report["deliveries"]["delivered_first_time"] == 0
+    # Both requests got a 200: one delivered, the other is a duplicate.
+    assert report["deliveries"]["duplicates"] == 1
     # Every outcome is a key, 0 when it did not happen.
     assert report["attempts"]["by_outcome"] == {
         "delivered": 0,

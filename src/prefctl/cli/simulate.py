@@ -107,6 +107,12 @@ def _render(report: dict[str, Any]) -> None:
             "retried": deliveries["retried"],
             "dead-lettered": f"{deliveries['dead_lettered']}"
             f" ({100 * deliveries['dead_lettered'] / total:.1f}%)",
+            "duplicate 200s": f"{deliveries['duplicates']} (for deliveries already delivered)",
+            **(
+                {"200s after a dead letter": deliveries["delivered_after_dead_letter"]}
+                if deliveries["delivered_after_dead_letter"]
+                else {}
+            ),
             "attempts": f"{report['attempts']['counted']} sent, {report['attempts']['skipped']}"
             " skipped on probation",
             "latency p50 / p90 / p99 / max": " / ".join(
@@ -196,7 +202,8 @@ def _tables(report: dict[str, Any]) -> None:
 
 
 def _chart(timeline: dict[str, Any], width: int) -> RenderableType:
-    """Outcomes over time: one row per bucket, a stacked bar of the attempts and dead letters."""
+    """Outcomes over time: one row per bucket, a stacked bar of the deliveries delivered and
+    dead-lettered in it and of the attempts that failed, timed out or were skipped."""
     from rich.table import Table
     from rich.text import Text
 

@@ -8,6 +8,7 @@ key path) and a key, and either returns a checked value or raises
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -137,6 +138,9 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(path, f"must be a number, not {_kind(value)}")
         number = float(value)
+        # nan passes every comparison below and inf runs every sum over: neither is a quantity.
+        if not math.isfinite(number):
+            raise self.error(path, f"must be a finite number, not {value}")
         if above is not None and not number > above:
             raise self.error(path, f"{value} must be greater than {above:g}")
         if at_least is not None and number < at_least:
@@ -155,20 +159,29 @@ class Reader:
         return value
 
     def weights(self, table: Table, key_type: Callable[[str], K]) -> tuple[tuple[K, float], ...]:
-        """A table of name → weight (numbers ≥ 0, not all 0), normalised to sum to 1, in the
-        file's order."""
+        """A table of name → weight (finite numbers ≥ 0, not all 0), normalised to sum to 1, in
+        the file's order."""
         if not table.data:
             raise self.error(table.path, "must name at least one entry")
         pairs = [(key, self.number(table, key, at_least=0)) for key in table.data]
-        total = sum(weight for _, weight in pairs)
-        if total <= 0:
+        largest = max(weight for _, weight in pairs)
+        if largest <= 0:
             raise self.error(table.path, "the weights must not all be 0")
-        return tuple((key_type(key), weight / total) for key, weight in pairs)
+        # Scaled first so that the largest is below 1 and huge weights (1e308 + 1e308) cannot
+        # overflow the sum. By a power of two, which is exact: the shares are those of the
+        # weights as written.
+        exponent = math.frexp(largest)[1]
+        scaled = [(key, math.ldexp(weight, -exponent)) for key, weight in pairs]
+        total = sum(weight for _, weight in scaled)
+        return tuple((key_type(key), weight / total) for key, weight in scaled)
 
     # -- windows ----------------------------------------------------------------------------------
-    def span(self, entry: Table, duration: float, horizon: float) -> tuple[float, float]:
+    def span(
+        self, entry: Table, duration: float, horizon: float | None = None
+    ) -> tuple[float, float]:
         """``start_minute``/``end_minute`` of a window: start within the load's duration, end
-        after start and no later than ``horizon``."""
+        after start and no later than ``horizon`` (an endpoint's windows: the last moment an
+        attempt can be made) or, without one, than the load's end (a load window)."""
         start = self.number(entry, "start_minute", at_least=0)
         end = self.number(entry, "end_minute", at_least=0)
         if start >= duration:
@@ -181,7 +194,12 @@ class Reader:
             raise self.error(
                 (*entry.path, "end_minute"), f"{end:g} is {word} start_minute ({start:g})"
             )
-        if end > horizon:
+        if horizon is None and end > duration:
+            raise self.error(
+                (*entry.path, "end_minute"),
+                f"{end:g} is after the end of the load (duration_minutes = {duration:g})",
+            )
+        if horizon is not None and end > horizon:
             raise self.error(
                 (*entry.path, "end_minute"),
                 f"{end:g} is after minute {horizon:g}, when the last possible attempt is due",

@@ -4,8 +4,9 @@
 snake_case keys, times as RFC 3339 plus minutes from the start of the run, and every number
 rounded to the millisecond, so the same seed gives byte-identical JSON:
 
-- ``deliveries``: total, delivered, dead-lettered, retried (needed more than one attempt), and
-  ``delivered_first_time``;
+- ``deliveries``: total, delivered, dead-lettered, retried (needed more than one attempt),
+  ``delivered_first_time``, and the 200s that delivered nothing: ``duplicates`` (for a delivery
+  already delivered) and ``delivered_after_dead_letter`` (for one already dead-lettered);
 - ``attempts``: counted, skipped (not sent: probation), by outcome, and the histogram of attempts
   per final delivery, split by how the delivery ended;
 - ``dead_letters``: by reason;
@@ -14,6 +15,13 @@ rounded to the millisecond, so the same seed gives byte-identical JSON:
 - ``probation``: each period an endpoint spent on probation;
 - ``subscriptions``: the same counts per subscription;
 - ``timeline``: outcomes over time in buckets (``bucket_minutes`` wide).
+
+Every 200 received is an attempt of outcome ``delivered`` or ``late_delivered``; the first for a
+delivery delivers it, and a 200 for a delivery already final changes nothing (DESIGN §9.2: a late
+success after its retry went out may duplicate; a late success after the retry limit, the TTL or
+a 400/413 dead-lettered the delivery comes too late). So, always:
+``by_outcome.delivered + by_outcome.late_delivered
+= deliveries.delivered + deliveries.duplicates + deliveries.delivered_after_dead_letter``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ __all__ = ["OUTCOME_KEYS", "ProbationPeriod", "bucket_minutes", "build_report"]
 
 # The columns of the timeline, in the order the chart stacks them.
 OUTCOME_KEYS = ("delivered", "failed", "timed_out", "skipped", "dead_lettered")
+# The attempt outcomes that are a 200 received (on time, or late within the late-success window).
+_OK = ("delivered", "late_delivered")
 # Keys that are always in the report, 0 when nothing happened (scripts read them).
 _ATTEMPT_OUTCOMES = typing.get_args(AttemptOutcome)
 _NOT_SENT = ("skipped", "late_delivered")
@@ -126,12 +136,17 @@ def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, 
             " ORDER BY dead_letter_reason"
         ).fetchall()
     )
-    outcomes = dict(
-        conn.execute(
-            "SELECT a.outcome, count(*) FROM delivery_attempts a"  # noqa: S608
-            f" JOIN deliveries d ON d.id = a.delivery_id WHERE 1 = 1{where} GROUP BY a.outcome"
-        ).fetchall()
-    )
+    # Attempts by outcome, and the 200s by how their delivery ended (for the duplicates).
+    outcomes: dict[str, int] = {}
+    ok_by_state: dict[str, int] = {}
+    for outcome, state, count in conn.execute(
+        "SELECT a.outcome, d.state, count(*) FROM delivery_attempts a"  # noqa: S608
+        f" JOIN deliveries d ON d.id = a.delivery_id WHERE 1 = 1{where}"
+        " GROUP BY a.outcome, d.state"
+    ):
+        outcomes[outcome] = outcomes.get(outcome, 0) + count
+        if outcome in _OK:
+            ok_by_state[state] = ok_by_state.get(state, 0) + count
     latencies = [
         row[0]
         for row in conn.execute(
@@ -152,6 +167,10 @@ def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, 
             ),
             "dead_lettered": dead,
             "pending": sum(v for k, v in states.items() if k not in ("delivered", "dead_lettered")),
+            # A delivered delivery got one 200 that delivered it; any other 200 for it came when
+            # it was already delivered. A dead-lettered one got its 200s after it was final.
+            "duplicates": ok_by_state.get("delivered", 0) - delivered,
+            "delivered_after_dead_letter": ok_by_state.get("dead_lettered", 0),
         },
         "attempts": {
             # A late answer is not a request of its own: its attempt was counted as timed out.
@@ -231,22 +250,25 @@ def _timeline(
 
     def add(sql: str, key: str | None = None) -> None:
         for bucket, name, n in conn.execute(sql, (start, seconds)):
-            column = key or ("delivered" if name == "late_delivered" else name)
-            rows[min(int(bucket), count - 1)][column] += n
+            rows[min(int(bucket), count - 1)][key or name] += n
 
     add(
         "SELECT CAST((original_event_time - ?) / ? AS INTEGER) AS b, '', count(*)"
         " FROM events GROUP BY b",
         "events",
     )
+    # Attempts that did not deliver, by when they were sent.
     add(
         "SELECT CAST((started_at - ?) / ? AS INTEGER) AS b, outcome, count(*)"
-        " FROM delivery_attempts GROUP BY b, outcome"
+        " FROM delivery_attempts WHERE outcome IN ('failed', 'timed_out', 'skipped')"
+        " GROUP BY b, outcome"
     )
+    # Deliveries, by when they became final: delivered (by their first 200, so a duplicate 200
+    # is not counted again) or dead-lettered. The column sums are deliveries.delivered and
+    # deliveries.dead_lettered.
     add(
-        "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS b, '', count(*) FROM deliveries"
-        " WHERE state = 'dead_lettered' GROUP BY b",
-        "dead_lettered",
+        "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS b, state, count(*) FROM deliveries"
+        " WHERE state IN ('delivered', 'dead_lettered') GROUP BY b, state"
     )
     return rows
 

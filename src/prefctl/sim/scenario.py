@@ -249,7 +249,7 @@ def _load(reader: Reader, table: Table) -> LoadModel:
     windows = []
     for entry in reader.array_of_tables(table, "windows"):
         reader.known_keys(entry, ("start_minute", "end_minute", "events_per_minute"))
-        start, end = reader.span(entry, duration, duration)
+        start, end = reader.span(entry, duration)  # within the load
         entry_rate = reader.number(entry, "events_per_minute", at_least=0)
         windows.append(LoadWindow(start, end, entry_rate))
     reader.no_overlap([(w.start_minute, w.end_minute) for w in windows], table, "windows")
@@ -258,9 +258,10 @@ def _load(reader: Reader, table: Table) -> LoadModel:
         w.events_per_minute * (w.end_minute - w.start_minute) for w in load.windows
     ) + rate * (duration - sum(w.end_minute - w.start_minute for w in load.windows))
     if expected > MAX_EVENTS:
+        # A huge rate times the duration may be a 300-digit number, or overflow to inf.
+        about = f"about {expected:,.0f} events" if expected < 1e12 else "far more events"
         raise reader.error(
-            (*table.path, "events_per_minute"),
-            f"about {expected:,.0f} events; a run holds at most {MAX_EVENTS:,}",
+            (*table.path, "events_per_minute"), f"{about}; a run holds at most {MAX_EVENTS:,}"
         )
     return load
 
