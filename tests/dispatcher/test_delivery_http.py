@@ -287,3 +287,43 @@ def test_delivery_headers_and_body_are_the_notification(store: Path) -> None:
     assert parse_header(headers["service-webhook"]).timestamp.endswith("Z")
     assert (verdict.event_type, verdict.subscription_id) == ("profile.created", subscription)
     conn.close()
+
+
+def test_delivery_time_waiting_for_a_connection_is_not_charged_to_the_endpoint(
+    store: Path,
+) -> None:
+    # time_scale 30: the response timeout is 1 s. The receiver answers every request after
+    # 0.6 s, and only 2 connections per host are allowed: the 3rd and 4th requests wait 0.6 s
+    # for a connection, then answer 0.6 s later, 1.2 s after they were handed over. The
+    # endpoint answered each within the timeout: all four are delivered at the first attempt.
+    from prefctl.dispatcher.curl import CurlTransport
+
+    with _receiver(faults=FaultPlan(delay=0.6)) as receiver:
+        conn = _connect(store)
+        deliveries = queue_events(conn, subscribe(conn, receiver.webhook_url), 4)
+        done = _final(store, deliveries)
+
+        async def main() -> None:
+            transport = CurlTransport(per_host=2)
+            config = DispatcherConfig(
+                store_path=store, time_scale=30, plugins=False, transport=transport
+            )
+            try:
+                async with running(config):
+                    deadline = time.monotonic() + 15
+                    while not done():
+                        assert time.monotonic() < deadline, "not delivered within 15 s"
+                        await asyncio.sleep(0.02)
+            finally:
+                await transport.aclose()
+
+        asyncio.run(main())
+        time.sleep(0.3)  # a retry, had there been one, would be due by now
+        assert receiver.verdicts.qsize() == 4  # no duplicates
+        for delivery in deliveries:
+            record = record_of(conn, delivery)
+            [attempt] = attempts_of(conn, delivery)
+            assert (record.state, record.attempts, attempt.outcome) == ("delivered", 1, "delivered")
+            assert attempt.latency_ms is not None
+            assert 550 <= attempt.latency_ms < 1000  # the endpoint's time, not the queue's
+    conn.close()

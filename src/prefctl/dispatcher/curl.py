@@ -10,7 +10,10 @@ threads; one ``add_reader`` per socket plus a loop timer per curl timer change r
 libcurl slows down sharply when thousands of transfers wait inside one multi handle (5,000
 queued behind 64 connections: 3.5k/s), so requests wait here, per host, and at most ``per_host``
 (64) transfers per host and ``max_active`` (1024) in all are inside curl at once; hosts take turns.
-A receiver that hangs therefore holds at most 64 connections while other hosts keep theirs.
+A receiver that hangs therefore holds at most 64 connections while other hosts keep theirs. The
+time a request waits here is reported (``Response.waited``, ``wire_wait``): the response timeout
+counts from when it goes on the wire. A request still waiting after its whole response timeout is
+given up unsent.
 
 Requests are HTTP/1.1 POSTs over kept-alive connections: no redirects followed (a 3xx is reported
 with its Location in ``error``), no proxy, only http and https, TLS verified (an account's extra CAs
@@ -216,6 +219,12 @@ class CurlTransport:
         answers, self._answers = self._answers, []
         return answers
 
+    def wire_wait(self, key: int) -> float | None:
+        if key in self._queued_keys:
+            return None
+        handle = self._active.get(key)
+        return 0.0 if handle is None else float(handle.waited)
+
     def cancel(self, keys: Iterable[int]) -> None:
         for key in keys:
             handle = self._active.get(key)
@@ -302,7 +311,6 @@ class CurlTransport:
         if waited >= request.timeout:
             self._answers.append(Response(request.key, None, UNSENT_ERROR, waited))
             return
-        remaining = request.keep_open - waited
         handle = self._idle.pop() if self._idle else self._new_handle()
         if handle.url != request.url:
             handle.setopt(pycurl.URL, request.url)
@@ -314,8 +322,11 @@ class CurlTransport:
         if request.signature is not None:
             headers.append("Service-Webhook: " + request.signature)
         handle.setopt(pycurl.HTTPHEADER, headers)
-        handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(remaining * 1000)))
+        # The response timeout and the late window count from here, on the wire: the wait for a
+        # connection is the dispatcher's own queueing, not the endpoint's slowness.
+        handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(request.keep_open * 1000)))
         handle.queued = queued
+        handle.waited = waited
         handle.host = host
         handle.received = 0
         self._host_active[host] = self._host_active.get(host, 0) + 1
@@ -440,5 +451,6 @@ class CurlTransport:
         if status is not None and 300 <= status < 400:
             location = handle.getinfo(self._pycurl.REDIRECT_URL)
             error = f"redirect to {location} not followed" if location else "redirect not followed"
-        self._answers.append(Response(queued.request.key, status, error, now - queued.submitted))
+        elapsed = now - queued.submitted
+        self._answers.append(Response(queued.request.key, status, error, elapsed, handle.waited))
         self._finish(handle)

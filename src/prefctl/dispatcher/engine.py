@@ -169,7 +169,9 @@ class Engine:
             log.info("took back %d deliveries leased by a dispatcher that is gone", released)
         rules = RuleTime(epoch(self.clock.now()), self.time_scale)
         probation = Probation.load(self.conn, rules, self.account)
-        self._inflight = InFlight(rules, self.rng, probation, self.time_scale)
+        self._inflight = InFlight(
+            rules, self.rng, probation, self.time_scale, wire_wait=self.transport.wire_wait
+        )
         self._owner = LeaseOwner()
 
     async def run(self, *, stop: asyncio.Event | None = None, once: bool = False) -> EngineTotals:

@@ -4,6 +4,9 @@
 ``dispatcher/policy.py`` in rule time:
 
 - an answer within the response timeout is the attempt's outcome (``policy.after_attempt``);
+  the timeout (and the late window) count from when the request went on the wire: a request
+  that waited for a free connection (``Transport.wire_wait``) gets that time on top, so the
+  dispatcher's own queueing is never charged to the endpoint;
 - no answer by then: the attempt is recorded ``timed_out`` (its retry scheduled), and the request
   stays open until the late-success window ends; a 200 within it becomes a ``late_delivered``
   result with no lease owner, which delivers the delivery whatever its retry is doing;
@@ -19,6 +22,7 @@ import heapq
 import itertools
 import random
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -72,6 +76,7 @@ class Pending:
     started_at: float
     probe: bool
     timed_out: bool = False
+    waited: float = 0.0  # before it went on the wire (waiting for a free connection)
 
     @property
     def attempt_number(self) -> int:
@@ -82,7 +87,12 @@ class InFlight:
     """The engine's open requests (see the module docstring); times are real Unix seconds."""
 
     def __init__(
-        self, rules: RuleTime, rng: random.Random, probation: Probation, time_scale: float
+        self,
+        rules: RuleTime,
+        rng: random.Random,
+        probation: Probation,
+        time_scale: float,
+        wire_wait: Callable[[int], float | None] | None = None,
     ) -> None:
         self.rules = rules
         self.rng = rng
@@ -94,7 +104,11 @@ class InFlight:
         self.awaiting_by_account: Counter[str] = Counter()
         self._keys = itertools.count(1)
         self._pending: dict[int, Pending] = {}
-        self._awaiting: OrderedDict[int, None] = OrderedDict()  # within the timeout, send order
+        # Requests within the timeout → their deadline, and the deadlines as a heap (entries whose
+        # deadline moved or that settled are skipped when they come up).
+        self._awaiting: dict[int, float] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self._wire_wait = wire_wait or _sent_at_once
         self._late: OrderedDict[int, None] = OrderedDict()  # timed out, in the late window
         self._future: list[tuple[float, int, Response]] = []  # answers the clock has not reached
         # Deliveries with a request in the late window → what a late 200 must not undercount:
@@ -108,7 +122,9 @@ class InFlight:
         recorded = self._late_attempts.get(delivery.delivery_id)
         if recorded is not None:  # a retry while an earlier request may still answer late
             recorded.sent(delivery.attempts + 1, started_at)
-        self._awaiting[key] = None
+        deadline = started_at + self.timeout
+        self._awaiting[key] = deadline
+        heapq.heappush(self._deadlines, (deadline, key))
         self.awaiting_by_account[delivery.service_client_id] += 1
         return key
 
@@ -123,8 +139,11 @@ class InFlight:
         times = []
         if self._future:
             times.append(self._future[0][0])
-        if self._awaiting:
-            times.append(self._pending[next(iter(self._awaiting))].started_at + self.timeout)
+        deadlines, awaiting = self._deadlines, self._awaiting
+        while deadlines and awaiting.get(deadlines[0][1]) != deadlines[0][0]:
+            heapq.heappop(deadlines)  # settled, or its deadline moved
+        if deadlines:
+            times.append(deadlines[0][0])
         return min(times, default=None)
 
     def collect(
@@ -151,15 +170,30 @@ class InFlight:
                 self._answered(key, pending, response, arrival, results, late)
         expired: list[int] = []
         if expire:
-            while self._awaiting:
-                key = next(iter(self._awaiting))
+            deadlines, awaiting = self._deadlines, self._awaiting
+            while deadlines and deadlines[0][0] <= now:
+                deadline, key = heapq.heappop(deadlines)
+                if awaiting.get(key) != deadline:
+                    continue  # settled, or its deadline moved
                 pending = self._pending[key]
-                if pending.started_at + self.timeout > now:
-                    break
+                waited = self._wire_wait(key)
+                if waited is None:
+                    # Still waiting for a connection after the whole timeout: never sent.
+                    self._time_out(key, pending, results, UNSENT_ERROR)
+                    self._settle(key)
+                    expired.append(key)
+                    continue
+                pending.waited = waited
+                on_wire_until = pending.started_at + waited + self.timeout
+                if on_wire_until > now:
+                    awaiting[key] = on_wire_until
+                    heapq.heappush(deadlines, (on_wire_until, key))
+                    continue
                 self._time_out(key, pending, results)
             while self._late:
                 key = next(iter(self._late))
-                if self._pending[key].started_at + self.late_window > now:
+                pending = self._pending[key]
+                if pending.started_at + pending.waited + self.late_window > now:
                     break
                 self._settle(key)
                 expired.append(key)
@@ -172,6 +206,7 @@ class InFlight:
         owners = {p.owner for p in self._pending.values() if not p.timed_out}
         self._pending.clear()
         self._awaiting.clear()
+        self._deadlines.clear()
         self.awaiting_by_account.clear()
         self._late.clear()
         self._future.clear()
@@ -188,20 +223,22 @@ class InFlight:
         results: list[Item],
         late: list[Item],
     ) -> None:
-        if not pending.timed_out and response.elapsed <= self.timeout:
+        pending.waited = response.waited
+        on_wire = response.elapsed - response.waited  # how long the endpoint took
+        if not pending.timed_out and on_wire <= self.timeout:
             outcome = (
                 policy.Outcome.http(response.status)
                 if response.status is not None
                 else policy.Outcome.connection_error(response.error or "no answer")
             )
-            self._attempted(pending, outcome, arrival, response.elapsed, response.error, results)
+            self._attempted(pending, outcome, arrival, on_wire, response.error, results)
         else:
             if not pending.timed_out:
                 # Never sent (no free connection): the transport's error says so.
                 unsent = response.status is None and response.error == UNSENT_ERROR
                 self._time_out(key, pending, results, response.error if unsent else None)
-            if response.status == 200 and response.elapsed <= self.late_window:
-                late.append(self._late_success(pending, arrival, response.elapsed))
+            if response.status == 200 and on_wire <= self.late_window:
+                late.append(self._late_success(pending, arrival, on_wire))
         self._settle(key)
 
     def _attempted(
@@ -249,7 +286,7 @@ class InFlight:
     def _time_out(
         self, key: int, pending: Pending, results: list[Item], error: str | None = None
     ) -> None:
-        finished = pending.started_at + self.timeout
+        finished = pending.started_at + pending.waited + self.timeout
         outcome = policy.Outcome.timeout(error) if error else policy.Outcome.timeout()
         # The error says what happened: a dead letter after timeouts keeps it as its last error.
         self._attempted(pending, outcome, finished, None, outcome.error, results)
@@ -304,3 +341,7 @@ class InFlight:
             recorded.open -= 1
             if recorded.open == 0:
                 del self._late_attempts[delivery_id]
+
+
+def _sent_at_once(_key: int) -> float:
+    return 0.0

@@ -51,8 +51,8 @@ class TlsIdentity:
 class Request:
     """One POST. ``signature`` is the ``Service-Webhook`` header value (None: no header, as for
     a handshake). A request that could not even start within ``timeout`` seconds (the response
-    timeout: no free connection) is given up unsent; once started it is kept open for an answer
-    up to ``keep_open`` seconds after ``send`` (the late-success window)."""
+    timeout: no free connection) is given up unsent; once on the wire it is kept open for an
+    answer up to ``keep_open`` seconds (the late-success window)."""
 
     key: int
     url: str
@@ -67,12 +67,15 @@ class Request:
 class Response:
     """How a request ended: an HTTP ``status``, or ``status`` None and an ``error`` (connection
     refused or reset, TLS failure, no answer within ``keep_open``). ``elapsed`` is the seconds
-    from ``send`` to the answer; an answer "arrives" at send time + ``elapsed``."""
+    from ``send`` to the answer; an answer "arrives" at send time + ``elapsed``. ``waited`` is
+    the part of it the request spent waiting for a free connection, before it went on the wire:
+    the endpoint answered in ``elapsed - waited``."""
 
     key: int
     status: int | None
     error: str | None
     elapsed: float
+    waited: float = 0.0
 
 
 class Transport(Protocol):
@@ -92,6 +95,11 @@ class Transport(Protocol):
 
     def cancel(self, keys: Iterable[int]) -> None:
         """Give up on requests: no answer will be reported for them."""
+        ...
+
+    def wire_wait(self, key: int) -> float | None:
+        """How long request ``key`` waited for a free connection before it went on the wire
+        (0.0: at once, or not known any more); None while it is still waiting."""
         ...
 
     async def aclose(self) -> None:
@@ -139,6 +147,9 @@ class FunctionTransport:
     def cancel(self, keys: Iterable[int]) -> None:
         gone = set(keys)
         self._answers = [a for a in self._answers if a.key not in gone]
+
+    def wire_wait(self, key: int) -> float | None:
+        return 0.0  # a model has no connections to wait for
 
     async def aclose(self) -> None:
         self._answers = []
