@@ -7,7 +7,7 @@ import socket
 import ssl
 import stat
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -158,3 +158,130 @@ def test_server_certificate_verifies_in_a_real_tls_handshake(pki: Path, host: st
 def test_client_certificate_passes_a_real_mtls_handshake(pki: Path) -> None:
     client = certs.issue_client(pki, "mtls-bot")
     assert _handshake(pki, "localhost", client_cert=client) == "hello"
+
+
+# -- which hosts a server certificate covers ------------------------------------------------------
+def _client_accepts(certificate: Path, key: Path, ca: Path, host: str) -> bool:
+    """Whether a real TLS handshake (in memory, prefctl's client context) verifies ``host``."""
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(certificate, key)
+    to_client, to_server = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client_in, server_in = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl_context(ca).wrap_bio(client_in, to_server, server_hostname=host)
+    server = server_ctx.wrap_bio(server_in, to_client, server_side=True)
+    for _ in range(20):
+        try:
+            client.do_handshake()
+            return True
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLCertVerificationError:
+            return False
+        server_in.write(to_server.read())
+        try:
+            server.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        client_in.write(to_client.read())
+    raise AssertionError("the in-memory TLS handshake did not finish")
+
+
+def _common_name_only(pki: Path, common_name: str) -> tuple[Path, Path]:
+    """A server certificate without subject alternative names, signed by the development CA."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca_cert = certs.load_certificate(pki / "ca.pem")
+    ca_key = certs.load_private_key(pki / "ca.key")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=30))
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = pki / f"cn-{common_name}.pem", pki / f"cn-{common_name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.mark.parametrize(
+    ("issued_for", "host", "covered"),
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "localhost", True),
+        ("127.0.0.1", "LocalHost", True),
+        ("127.0.0.1", "::1", True),
+        ("127.0.0.1", "127.0.0.2", False),
+        ("127.0.0.1", "example.test", False),
+        ("example.test", "example.test", True),
+        ("example.test", "EXAMPLE.test", True),
+        ("example.test", "127.0.0.1", False),
+        ("example.test", "a.example.test", False),
+        ("*.example.test", "a.example.test", True),
+        ("*.example.test", "example.test", False),
+        ("*.example.test", "a.b.example.test", False),
+        ("10.1.2.3", "10.1.2.3", True),
+        ("10.1.2.3", "127.0.0.1", False),
+        ("cn:cn-only.test", "cn-only.test", True),
+        ("cn:cn-only.test", "other.test", False),
+        ("cn:127.0.0.1", "127.0.0.1", False),
+    ],
+)
+def test_covers_host_agrees_with_a_real_tls_handshake(
+    pki: Path, issued_for: str, host: str, covered: bool
+) -> None:
+    if issued_for.startswith("cn:"):
+        cert_path, key_path = _common_name_only(pki, issued_for.removeprefix("cn:"))
+    else:
+        issued = certs.issue_server(pki, issued_for)
+        cert_path, key_path = issued.certificate, issued.private_key
+
+    accepted = _client_accepts(cert_path, key_path, pki / "ca.pem", host)
+
+    assert accepted is covered
+    assert certs.covers_host(certs.load_certificate(cert_path), host) is accepted
+
+
+def test_covers_host_takes_an_ipv6_address_in_brackets(pki: Path) -> None:
+    certificate = certs.load_certificate(certs.issue_server(pki, "::1").certificate)
+    assert certs.covers_host(certificate, "[::1]")
+    assert certs.host_names(certificate) == ["localhost", "127.0.0.1", "::1"]
+
+
+def test_require_host_names_what_the_certificate_covers_and_the_fix(pki: Path) -> None:
+    issued = certs.issue_server(pki, "example.test")
+
+    with pytest.raises(UsageError) as err:
+        certs.require_host(issued.certificate, "127.0.0.1", role="the host in the URL")
+
+    assert err.value.exit_code == EXIT_USAGE
+    assert str(err.value) == (
+        f"the TLS certificate {issued.certificate} covers example.test, not 127.0.0.1, "
+        "the host in the URL; clients would refuse it"
+    )
+    assert "prefctl certs issue --server 127.0.0.1" in (err.value.hint or "")
+    assert "--host" in (err.value.hint or "")
+
+
+def test_require_host_accepts_a_covered_host_and_leaves_bad_files_to_the_loader(
+    pki: Path, tmp_path: Path
+) -> None:
+    issued = certs.issue_server(pki, "127.0.0.1")
+    certs.require_host(issued.certificate, "localhost", role="r")
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("garbage")
+    certs.require_host(not_pem, "127.0.0.1", role="r")
+    certs.require_host(tmp_path / "missing.pem", "127.0.0.1", role="r")

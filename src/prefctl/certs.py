@@ -12,7 +12,10 @@ lifetime browsers accept), never past the CA. A server certificate for ``localho
 or ``::1`` names all three, so either spelling of the address verifies.
 
 This module also loads PEM certificates and keys for the rest of prefctl (``load_certificate``,
-``load_private_key``), turning malformed files into one-line ``ConfigError``s (exit 2).
+``load_private_key``), turning malformed files into one-line ``ConfigError``s (exit 2), and tells
+whether a server certificate covers a host the way a verifying TLS client decides it
+(``host_names``, ``covers_host``, ``require_host``), so servers can refuse one that no client could
+verify before they announce their URL.
 """
 
 from __future__ import annotations
@@ -47,12 +50,15 @@ __all__ = [
     "IssuedCertificate",
     "KeyType",
     "PrivateKey",
+    "covers_host",
     "default_certs_dir",
+    "host_names",
     "init_ca",
     "issue_client",
     "issue_server",
     "load_certificate",
     "load_private_key",
+    "require_host",
     "thumbprint_sha256",
 ]
 
@@ -149,6 +155,104 @@ def _read(path: Path, what: str) -> bytes:
     except OSError as exc:
         reason = exc.strerror.lower() if exc.strerror else str(exc)
         raise ConfigError(f"cannot read the {what} {path}: {reason}") from None
+
+
+# -- which hosts a server certificate covers ------------------------------------------------------
+def host_names(certificate: x509.Certificate) -> list[str]:
+    """The names and addresses a verifying TLS client accepts ``certificate`` for.
+
+    Its DNS and IP subject alternative names; when it has no DNS name, its common name too if that
+    is a host name (OpenSSL, and so Python and httpx, then match DNS hosts against it).
+    """
+    dns, addresses = _alt_names(certificate)
+    return [*_dns_patterns(certificate, dns), *(str(address) for address in addresses)]
+
+
+def covers_host(certificate: x509.Certificate, host: str) -> bool:
+    """Whether a client verifying ``certificate`` for ``host`` (a DNS name, an IP address, or an
+    IPv6 address in brackets as in a URL) would accept it.
+
+    As OpenSSL checks it for Python's ``ssl``: an IP address must be an IP subject alternative
+    name; a DNS name must equal a DNS name, case aside, or match a wildcard that is the whole
+    left-most label (``*.example.test`` covers ``a.example.test``, not ``example.test``).
+    """
+    host = _bare_host(host)
+    dns, addresses = _alt_names(certificate)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return any(_dns_match(pattern, host) for pattern in _dns_patterns(certificate, dns))
+    return address in addresses
+
+
+def require_host(cert_path: Path, host: str, *, role: str, host_option: str = "--host") -> None:
+    """UsageError (exit 2) unless the PEM certificate in ``cert_path`` covers ``host``.
+
+    ``role`` says where clients meet ``host`` (``"the host in profile local's URLs"``);
+    ``host_option`` is the option that chooses it. A file that holds no PEM certificate is not
+    judged here: loading it for TLS reports that.
+    """
+    try:
+        certificate = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except (OSError, ValueError):
+        return
+    if covers_host(certificate, host):
+        return
+    host = _bare_host(host)
+    names = host_names(certificate)
+    covered = ", ".join(names) if names else "no host name"
+    raise UsageError(
+        f"the TLS certificate {cert_path} covers {covered}, not {host}, {role}; "
+        "clients would refuse it",
+        hint=f"issue one for {host} with 'prefctl certs issue --server {host}', "
+        f"or set {host_option} to a name it covers",
+    )
+
+
+def _alt_names(
+    certificate: x509.Certificate,
+) -> tuple[list[str], list[ipaddress.IPv4Address | ipaddress.IPv6Address]]:
+    try:
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return [], []
+    addresses = [
+        value
+        for value in sans.get_values_for_type(x509.IPAddress)
+        if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address)
+    ]
+    return list(sans.get_values_for_type(x509.DNSName)), addresses
+
+
+def _dns_patterns(certificate: x509.Certificate, dns: list[str]) -> list[str]:
+    if dns:
+        return dns
+    names = []
+    for attribute in certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME):
+        value = attribute.value if isinstance(attribute.value, str) else ""
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            if _HOST.match(value):
+                names.append(value)
+    return names
+
+
+def _bare_host(host: str) -> str:
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host.rstrip(".").lower()
+
+
+def _dns_match(pattern: str, host: str) -> bool:
+    pattern = pattern.rstrip(".").lower()
+    if pattern == host:
+        return True
+    if not pattern.startswith("*.") or pattern.count(".") < 2:
+        return False
+    label, _, rest = host.partition(".")
+    return bool(label) and rest == pattern[2:]
 
 
 # -- issuing --------------------------------------------------------------------------------------

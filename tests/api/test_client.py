@@ -211,6 +211,29 @@ def test_client_https_is_verified_and_trusts_the_profile_ca_bundle(tmp_path: Pat
         running.stop()
 
 
+def test_client_certificate_for_another_host_says_so_not_ca_bundle(tmp_path: Path) -> None:
+    from tests.auth.stub_server import running_stub
+
+    pki = tmp_path / "pki"
+    ca = certs.init_ca(pki)
+    server = certs.issue_server(pki, "example.test")
+    with (
+        running_stub(tls=(server.certificate, server.private_key)) as stub,
+        ApiClient(stub.url + "/api/v1", "DEMO_CORP", ca_bundle=ca.certificate) as api,
+        pytest.raises(UnreachableError) as caught,
+    ):
+        api.get("/programs")
+    assert str(caught.value) == (
+        f"cannot reach the REST API at {stub.url}/api/v1/DEMO_CORP: "
+        "the server's TLS certificate does not cover the host 127.0.0.1"
+    )
+    hint = caught.value.hint or ""
+    assert "ca_bundle" not in hint
+    assert "api_url" in hint
+    assert "prefctl certs issue --server 127.0.0.1" in hint
+    assert stub.requests == []
+
+
 def test_verbose_logs_show_requests_but_never_the_token(emulator: RunningEmulator, cli) -> None:
     created = cli("-o", "json", "profiles", "create", "--file", "-", stdin='{"Tags": ["log"]}')
     result = cli("-vvv", "profiles", "get", str(created.json["ProfileId"]))

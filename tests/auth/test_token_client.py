@@ -132,6 +132,36 @@ def test_token_client_tls_is_verified_and_ca_bundle_is_trusted(
     assert token.access_token in stub.issued
 
 
+@pytest.fixture(scope="module")
+def other_host_stub(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[StubTokenService, Path]]:
+    """A stub on 127.0.0.1 whose certificate (from the trusted CA) is for example.test only."""
+    pki = tmp_path_factory.mktemp("other-host")
+    ca = certs.init_ca(pki)
+    server = certs.issue_server(pki, "example.test")
+    with running_stub(tls=(server.certificate, server.private_key)) as service:
+        yield service, ca.certificate
+
+
+def test_token_client_certificate_for_another_host_says_so_not_ca_bundle(
+    other_host_stub: tuple[StubTokenService, Path],
+) -> None:
+    stub, ca = other_host_stub
+    with pytest.raises(UnreachableError) as err:
+        _client(stub.url, ca_bundle=ca).request(SCOPE)
+    assert err.value.exit_code == EXIT_UNREACHABLE
+    assert err.value.message == (
+        f"cannot reach the token endpoint {stub.url}/oauth2/v1/token: "
+        "the server's TLS certificate does not cover the host 127.0.0.1"
+    )
+    hint = err.value.hint or ""
+    assert "ca_bundle" not in hint
+    assert "auth_url" in hint
+    assert "prefctl certs issue --server 127.0.0.1" in hint
+    assert stub.token_requests == []
+
+
 def test_token_client_unusable_ca_bundle_is_a_config_error(
     tls_stub: tuple[StubTokenService, Path], tmp_path: Path
 ) -> None:

@@ -231,6 +231,91 @@ def test_detach_on_a_busy_port_fails_with_exit_2(config_path: Path) -> None:
     assert result.stdout == ""
 
 
+# -- TLS -------------------------------------------------------------------------------------------
+@pytest.fixture
+def pki(tmp_path: Path) -> Path:
+    folder = tmp_path / "pki"
+    certs.init_ca(folder)
+    return folder
+
+
+def _start_process(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PREFCTL, "emulator", "start", "--port", "0", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_detach_with_a_certificate_for_another_host_is_one_line_exit_2_at_once(
+    config_path: Path, pki: Path
+) -> None:
+    server = certs.issue_server(pki, "example.test")
+    data_dir = Path(os.environ["PREFCTL_DATA_DIR"])
+    began = time.monotonic()
+
+    started = _start_process(
+        "--detach", "--tls-cert", str(server.certificate), "--tls-key", str(server.private_key)
+    )
+
+    assert time.monotonic() - began < 15  # not the 30 s readiness wait
+    assert started.returncode == 2, started.stderr
+    assert started.stdout == ""
+    lines = started.stderr.strip().splitlines()
+    assert lines == [
+        f"error: the TLS certificate {server.certificate} covers example.test, not 127.0.0.1, "
+        "the host in profile local's URLs; clients would refuse it — issue one for 127.0.0.1 "
+        "with 'prefctl certs issue --server 127.0.0.1', or set --host to a name it covers"
+    ]
+    assert not config_path.exists()  # no profile local pointing at a server nobody can verify
+    assert not (data_dir / "emulator.pid").exists()
+    assert not (data_dir / "emulator.log").exists()  # no background process was started
+
+
+def test_start_on_all_interfaces_needs_a_certificate_for_loopback(
+    config_path: Path, pki: Path
+) -> None:
+    server = certs.issue_server(pki, "example.test")
+
+    started = _start_process(
+        *("--host", "0.0.0.0", "--tls-cert", str(server.certificate)),
+        *("--tls-key", str(server.private_key)),
+    )
+
+    assert started.returncode == 2, started.stderr
+    (line,) = started.stderr.strip().splitlines()
+    assert "covers example.test, not 127.0.0.1, the loopback host in profile local's URLs " in line
+    assert "for --host 0.0.0.0" in line
+    assert "prefctl certs issue --server 127.0.0.1" in line
+    assert not config_path.exists()
+
+
+def test_detach_with_a_loopback_certificate_serves_https_that_clients_verify(
+    config_path: Path, pki: Path
+) -> None:
+    server = certs.issue_server(pki, "127.0.0.1")
+
+    started = _start_process(
+        "--detach", "--tls-cert", str(server.certificate), "--tls-key", str(server.private_key)
+    )
+
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("emulator ready at https://127.0.0.1:")
+    pid = int(started.stdout.split("(pid ")[1].split(",")[0])
+    try:
+        local = tomllib.loads(config_path.read_text())["profiles"]["local"]
+        assert local["auth_url"].startswith("https://127.0.0.1:")
+        assert Path(local["ca_bundle"]) == (pki / "ca.pem").absolute()
+        token = run_cli("token", "get")
+        assert token.exit_code == 0, token.output
+        assert run_cli("emulator", "status").exit_code == 0
+        assert run_cli("emulator", "stop").exit_code == 0
+    finally:
+        _kill_quietly(pid)
+
+
 def test_status_without_emulator_exits_1(config_path: Path) -> None:
     result = run_cli("emulator", "status")
 

@@ -172,6 +172,32 @@ def test_receive_busy_port_is_a_clean_error() -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
+def test_receive_certificate_for_another_host_is_one_line_exit_2(tmp_path: Path) -> None:
+    from prefctl import certs
+
+    certs.init_ca(tmp_path)
+    other = certs.issue_server(tmp_path, "example.test")
+    prefctl = Path(sys.executable).parent / "prefctl"
+
+    tls = ("--tls-cert", str(other.certificate), "--tls-key", str(other.private_key))
+
+    result = subprocess.run(
+        [str(prefctl), "receive", "--port", "0", *FLAGS, *tls],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: the TLS certificate {other.certificate} covers example.test, not 127.0.0.1, "
+        "the host in the receiver's URL; clients would refuse it — issue one for 127.0.0.1 "
+        "with 'prefctl certs issue --server 127.0.0.1', or set --host to a name it covers"
+    ]
+
+
 def test_receive_record_writes_the_events(tmp_path: Path) -> None:
     recording = tmp_path / "events.ndjson"
 

@@ -331,3 +331,23 @@ def test_cache_dir_that_is_a_file_is_exit_2_before_a_token_is_issued(
     assert f"{not_a_folder} is not a folder" in line
     assert "PREFCTL_CACHE_DIR" in line
     assert stub.token_requests == []
+
+
+def test_token_get_certificate_for_another_host_is_one_line_exit_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = certs.init_ca(tmp_path)
+    server = certs.issue_server(tmp_path, "example.test")
+    monkeypatch.setenv("TEST_CLIENT_SECRET", CLIENT_SECRET)
+    with running_stub(tls=(server.certificate, server.private_key)) as stub:
+        write_profile(stub.url, client_secret_env="TEST_CLIENT_SECRET", ca_bundle=ca.certificate)
+
+        line = _one_line_error(run_cli("token", "get"), 5)
+
+        assert stub.token_requests == []
+    assert line == (
+        f"error: cannot reach the token endpoint {stub.url}/oauth2/v1/token: the server's TLS "
+        "certificate does not cover the host 127.0.0.1 — set auth_url to a host the certificate "
+        "covers, or give the server a certificate for 127.0.0.1 (the emulator: prefctl certs "
+        "issue --server 127.0.0.1)"
+    )

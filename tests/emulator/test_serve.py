@@ -141,6 +141,64 @@ def test_tls_key_that_does_not_fit_is_usage_error(tmp_path: Path) -> None:
         )
 
 
+def test_tls_certificate_for_another_host_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    pki = tmp_path / "pki"
+    certs.init_ca(pki)
+    server = certs.issue_server(pki, "example.test")
+    config_file = tmp_path / "profiles.toml"
+
+    with pytest.raises(UsageError) as caught:
+        start_in_thread(
+            EmulatorConfig(
+                port=0,
+                data_dir=tmp_path / "data",
+                tls_cert=server.certificate,
+                tls_key=server.private_key,
+                config_path=config_file,
+            )
+        )
+
+    assert str(caught.value) == (
+        f"the TLS certificate {server.certificate} covers example.test, not 127.0.0.1, the host "
+        "in profile local's URLs; clients would refuse it"
+    )
+    assert "prefctl certs issue --server 127.0.0.1" in (caught.value.hint or "")
+    assert not config_file.exists()  # profile local was not written
+
+
+@pytest.mark.parametrize(("host", "url_host"), [("0.0.0.0", "127.0.0.1"), ("::", "::1")])
+def test_tls_certificate_for_a_wildcard_bind_must_cover_the_loopback_url(
+    tmp_path: Path, host: str, url_host: str
+) -> None:
+    pki = tmp_path / "pki"
+    certs.init_ca(pki)
+    wrong = certs.issue_server(pki, "example.test")
+    right = certs.issue_server(pki, url_host)
+
+    with pytest.raises(UsageError) as caught:
+        EmulatorConfig(host=host, tls_cert=wrong.certificate, tls_key=wrong.private_key).validate()
+
+    assert f"not {url_host}, the loopback host in the emulator's URL for --host {host}" in str(
+        caught.value
+    )
+    assert f"prefctl certs issue --server {url_host}" in (caught.value.hint or "")
+    EmulatorConfig(host=host, tls_cert=right.certificate, tls_key=right.private_key).validate()
+
+
+def test_tls_certificate_for_loopback_covers_host_localhost(tmp_path: Path) -> None:
+    pki = tmp_path / "pki"
+    certs.init_ca(pki)
+    server = certs.issue_server(pki, "127.0.0.1")
+
+    config = EmulatorConfig(
+        host="localhost", tls_cert=server.certificate, tls_key=server.private_key
+    )
+
+    config.validate()  # the loopback certificate names localhost, 127.0.0.1 and ::1
+
+
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
 def test_time_scale_must_be_positive(tmp_path: Path, scale: float) -> None:
     with pytest.raises(UsageError, match="time-scale"):

@@ -286,3 +286,40 @@ def test_receiver_unreadable_certificate_is_a_usage_error(tmp_path: Path) -> Non
     config = ReceiverConfig(port=0, verify=False, tls_cert=bad, tls_key=bad)
     with pytest.raises(UsageError, match="TLS certificate"):
         start_in_thread(config)
+
+
+def test_receiver_certificate_for_another_host_is_refused_before_listening(
+    pki: dict[str, certs.IssuedCertificate],
+) -> None:
+    directory = pki["ca"].certificate.parent
+    other = certs.issue_server(directory, "example.test")
+    config = ReceiverConfig(
+        port=0, verify=False, tls_cert=other.certificate, tls_key=other.private_key
+    )
+
+    with pytest.raises(UsageError) as caught:
+        start_in_thread(config)
+
+    assert str(caught.value) == (
+        f"the TLS certificate {other.certificate} covers example.test, not 127.0.0.1, the host "
+        "in the receiver's URL; clients would refuse it"
+    )
+    assert "prefctl certs issue --server 127.0.0.1" in (caught.value.hint or "")
+
+
+def test_receiver_certificate_host_check_follows_the_announced_url(
+    pki: dict[str, certs.IssuedCertificate],
+) -> None:
+    from prefctl.receiver.serve import check_certificate_host
+
+    directory = pki["ca"].certificate.parent
+    other = certs.issue_server(directory, "example.test")
+    loopback = pki["server"]
+    for host, cert in (("localhost", loopback), ("example.test", other), ("0.0.0.0", other)):
+        # localhost is in the loopback certificate; a wildcard bind is reached by names only
+        # the senders know, so it is not checked.
+        check_certificate_host(
+            ReceiverConfig(
+                host=host, verify=False, tls_cert=cert.certificate, tls_key=cert.private_key
+            )
+        )

@@ -25,7 +25,7 @@ import httpx
 
 from prefctl import __version__
 from prefctl.api.problems import error_for_response
-from prefctl.auth.token_client import transport_error_reason
+from prefctl.auth.token_client import tls_failure_hint, transport_error_reason
 from prefctl.errors import ConfigError, PrefctlError, UnreachableError, UsageError
 
 if TYPE_CHECKING:
@@ -218,8 +218,9 @@ class ApiClient:
         self.close()
 
     def _unreachable_hint(self, exc: Exception | None = None) -> str:
-        if exc is not None and "CERTIFICATE_VERIFY_FAILED" in str(exc):
-            return "set ca_bundle in the profile to the CA that signed the server's certificate"
+        tls_hint = tls_failure_hint(exc, "api_url") if exc is not None else None
+        if tls_hint is not None:
+            return tls_hint
         if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check api_url in the profile and your network"

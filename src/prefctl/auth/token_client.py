@@ -19,6 +19,8 @@ roots (see ``prefctl.auth.tls``). The transport is a seam: tests pass a real ser
 from __future__ import annotations
 
 import logging
+import re
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,8 +119,9 @@ class TokenClient:
             ) from None
 
     def _unreachable_hint(self, exc: Exception | None = None) -> str:
-        if exc is not None and "CERTIFICATE_VERIFY_FAILED" in str(exc):
-            return "set ca_bundle in the profile to the CA that signed the server's certificate"
+        tls_hint = tls_failure_hint(exc, "auth_url") if exc is not None else None
+        if tls_hint is not None:
+            return tls_hint
         if "127.0.0.1" in self.auth_url or "localhost" in self.auth_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check auth_url in the profile and your network"
@@ -189,8 +192,62 @@ def _json_body(response: httpx.Response) -> Any:
 
 def transport_error_reason(exc: httpx.TransportError) -> str:
     text = str(exc) or type(exc).__name__
+    host = tls_host_mismatch(exc)
+    if host is not None:
+        named = "the host" if host == "HOST" else f"the host {host}"
+        return f"the server's TLS certificate does not cover {named}"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "the server's TLS certificate is not trusted"
     if "Connection refused" in text or "Errno 111" in text:
         return "connection refused"
     return redact(text.splitlines()[0])
+
+
+def tls_failure_hint(exc: BaseException, url_setting: str) -> str | None:
+    """What to do about a failed TLS verification (None when ``exc`` is not one).
+
+    A certificate for another host is not fixed by trusting its CA, so the two get different hints.
+    """
+    host = tls_host_mismatch(exc)
+    if host is not None:
+        return (
+            f"set {url_setting} to a host the certificate covers, or give the server a "
+            f"certificate for {host} (the emulator: prefctl certs issue --server {host})"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return "set ca_bundle in the profile to the CA that signed the server's certificate"
+    return None
+
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH.
+_HOST_MISMATCH_CODES = (62, 64)
+_MISMATCH_TEXT = ("Hostname mismatch", "IP address mismatch")
+_NOT_VALID_FOR = re.compile(r"not valid for '([^']+)'")
+
+
+def tls_host_mismatch(exc: BaseException) -> str | None:
+    """The host a server's certificate does not cover, when ``exc`` (an httpx error, or what it
+    wraps) failed TLS verification for that reason; else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    text = ""
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            if cause.verify_code in _HOST_MISMATCH_CODES:
+                text = str(cause.verify_message)
+                break
+            return None
+        if any(marker in str(cause) for marker in _MISMATCH_TEXT):
+            text = str(cause)
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return None
+    found = _NOT_VALID_FOR.search(text)
+    if found:
+        return found.group(1)
+    try:
+        return str(exc.request.url.host) if isinstance(exc, httpx.RequestError) else "HOST"
+    except RuntimeError:  # an error raised outside a request has none
+        return "HOST"

@@ -86,8 +86,23 @@ class EmulatorConfig:
         for path in (self.tls_cert, self.tls_key):
             if path is not None and not path.is_file():
                 raise UsageError(f"{path} does not exist or is not a file")
+        if self.tls_cert is not None:
+            self._check_certificate_host(self.tls_cert)
         if self.smtp is not None:
             self.smtp.validate()
+
+    def _check_certificate_host(self, tls_cert: Path) -> None:
+        # Profile ``local`` and the readiness check reach the emulator at the host of its URL,
+        # so a certificate that does not cover that host would fail every client.
+        from prefctl.certs import require_host
+
+        urls = "profile local's URLs" if self.config_path is not None else "the emulator's URL"
+        if _is_wildcard(self.host):
+            bind = self.host or "''"
+            role = f"the loopback host in {urls} for --host {bind}"
+        else:
+            role = f"the host in {urls}"
+        require_host(tls_cert, _url_host(self.host), role=role)
 
 
 @dataclass
@@ -331,6 +346,10 @@ def _url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
 
 
 def _load_tls(server_config: Any, config: EmulatorConfig) -> None:

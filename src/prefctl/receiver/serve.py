@@ -54,6 +54,7 @@ __all__ = [
     "ReceiverSummary",
     "RunningReceiver",
     "bind_socket",
+    "check_certificate_host",
     "new_event_loop",
     "serve",
     "start_in_thread",
@@ -72,6 +73,19 @@ def bind_socket(host: str, port: int) -> socket.socket:
         raise UsageError(
             f"cannot listen on {host}:{port}: {reason}", hint="choose another --port or --host"
         ) from None
+
+
+def check_certificate_host(config: ReceiverConfig) -> None:
+    """UsageError (exit 2) when ``--tls-cert`` does not cover the ``--host`` of the URL the ready
+    line announces: a sender using that URL would refuse the certificate.
+
+    A wildcard ``--host`` (0.0.0.0, ::) is not checked: senders reach it by a name only they know.
+    """
+    if config.tls_cert is None or config.host in ("", "0.0.0.0", "::"):
+        return
+    from prefctl.certs import require_host
+
+    require_host(config.tls_cert, config.host, role="the host in the receiver's URL")
 
 
 def uvicorn_config(
@@ -253,12 +267,13 @@ def serve(
     ``on_ready`` gets the ready information once uvicorn listens. Returns when ``exit_after``
     events arrived, the ``timeout`` passed, or on SIGINT/SIGTERM; when ``exit_after`` was not
     reached by then, raises ``ExitAfterNotReached`` (a ``PrefctlError`` carrying the summary).
-    A busy port or an unreadable certificate is a ``UsageError``.
+    A busy port, an unreadable certificate or one for another host is a ``UsageError``.
 
     ``serve`` expects to own its process (``prefctl receive``): it moves every object that exists
     before serving out of the garbage collector's sight (``gc.freeze``), so that the collections
     caused by request traffic only scan what the server itself creates.
     """
+    check_certificate_host(config)
     sock = bind_socket(config.host, config.port)
     receiver = _Receiver(config, sock, ())
     gc.freeze()
@@ -359,6 +374,7 @@ def start_in_thread(
     config: ReceiverConfig, *, startup_timeout: float = STARTUP_TIMEOUT_SECONDS
 ) -> RunningReceiver:
     """Start the receiver on a daemon thread; returns once uvicorn has started listening."""
+    check_certificate_host(config)
     running = RunningReceiver(config, bind_socket(config.host, config.port))
     running._start(startup_timeout)
     return running
