@@ -33,7 +33,7 @@ while this file is stale).
 
 Global options may stand before or after the command: `prefctl [GLOBAL OPTIONS] COMMAND [ARGS]...`; their names (`-o`, `-p`, `-v`, `-q`, `--config`, `--no-color`) are reserved.
 Every command and group also takes `-h` / `--help`. Groups called without a command print
-their help.
+their help on stderr and exit 2 (a usage error: stdout stays empty, also with `-o json`).
 
 Exit codes: 0 success; 1 the operation failed (API error, verification or check failed, wait
 condition not met); 2 usage or configuration error; 3 authentication or permission error;

@@ -169,3 +169,13 @@ def test_help_that_cannot_be_written_is_one_line_exit_1(args: list[str]) -> None
 def test_output_to_a_pipe_closed_by_its_reader_ends_quietly_exit_1() -> None:
     done = run_process("broken-pipe", "policy", "explain")
     assert (done.returncode, done.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("args", [(), ("emulator",), ("-o", "json", "certs")])
+def test_a_command_group_called_bare_shows_its_help_on_stderr_and_exits_2(
+    args: tuple[str, ...],
+) -> None:
+    result = run_cli(*args)
+    assert result.exit_code == 2
+    assert result.stdout == ""  # stdout carries data only, even for a usage error
+    assert "Usage: prefctl" in result.stderr

@@ -7,13 +7,15 @@ start-up fast; ``--help`` and unknown commands import them all.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from prefctl import __version__
 from prefctl.cli._context import State, get_state, set_state
@@ -112,11 +114,27 @@ def root_callback(
         logs.configure(verbose)
 
 
+class _Group(TyperGroup):
+    """A group called bare shows its help on stderr and exits 2 (a usage error), so that stdout
+    stays data only, empty with ``-o json``. (click raises NoArgsIsHelpError after Typer's Rich
+    help has already written itself to stdout.)"""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            with contextlib.redirect_stdout(sys.stderr):
+                text = ctx.get_help()  # Rich help prints itself (to stderr, here)
+            if text:
+                typer.echo(text, err=True)
+            ctx.exit(EXIT_USAGE)
+        return super().parse_args(ctx, args)
+
+
 def new_group(name: str, help: str) -> typer.Typer:
     """A command group with prefctl's conventions (``-h``, help when called bare)."""
     return typer.Typer(
         name=name,
         help=help,
+        cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,
         pretty_exceptions_enable=False,
@@ -183,6 +201,7 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 def build_app(argv: list[str]) -> typer.Typer:
     root = typer.Typer(
         name="prefctl",
+        cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,
         pretty_exceptions_enable=False,
