@@ -24,7 +24,6 @@ clients, token cache and data dir explicitly.
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import time
@@ -35,7 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from prefctl.errors import UsageError
+from prefctl.dispatcher.rule_time import check_time_scale
 
 __all__ = [
     "DEFAULT_TIME_SCALE",
@@ -100,12 +99,10 @@ class DemoOptions:
     parent_dir: Path | None = None
 
     def validate(self) -> None:
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise UsageError(
-                f"--time-scale must be a number greater than 0, not {self.time_scale:g}",
-                hint=f"the default, {DEFAULT_TIME_SCALE:g}, runs a minute of delivery rules "
-                "in a second",
-            )
+        check_time_scale(
+            self.time_scale,
+            hint=f"the default, {DEFAULT_TIME_SCALE:g}, runs a minute of delivery rules in a second",
+        )
 
 
 @dataclass(frozen=True)

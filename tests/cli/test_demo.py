@@ -175,8 +175,11 @@ def test_demo_prints_each_step_on_stderr(table: CliResult) -> None:
     assert "✓ profile.replaced dead-lettered: PayloadTooLarge after 1 attempt" in stderr
 
 
-def test_demo_with_a_zero_time_scale_exits_2() -> None:
-    result = run_cli("demo", "--time-scale", "0")
+@pytest.mark.parametrize("scale", ["0", "1e9", "1e-300"])
+def test_demo_with_a_useless_time_scale_exits_2(scale: str) -> None:
+    # 1e9 would make the response timeout 30 ns (every attempt times out), 1e-300 a cycle last
+    # for ever: refused rather than run silently useless.
+    result = run_cli("demo", "--time-scale", scale)
     assert result.exit_code == 2
-    assert "--time-scale must be a number greater than 0" in result.stderr
+    assert "--time-scale must be a number from 0.001 to 10000" in result.stderr
     assert result.stdout == ""

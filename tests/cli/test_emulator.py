@@ -191,6 +191,8 @@ def test_detach_then_status_then_stop(config_path: Path) -> None:
     assert started.stdout.count("\n") == 1
     assert ready["type"] == "ready"
     assert ready["url"] == f"http://127.0.0.1:{port}"
+    # Not the default data dir: the hint names it, or a bare 'stop' would stop another emulator.
+    assert f"stop it with: prefctl emulator stop --data-dir {data_dir}" in started.stderr
     pid = ready["pid"]
     try:
         assert json.loads((data_dir / "emulator.pid").read_text())["pid"] == pid
@@ -468,9 +470,12 @@ def test_reset_wipes_the_store(config_path: Path) -> None:
     assert run_cli("emulator", "clients", "list").exit_code == 0  # bootstraps a store
     store = Path(os.environ["PREFCTL_DATA_DIR"]) / "emulator.db"
     assert store.exists()
+    mbox = store.parent / "alerts.mbox"  # alerts of the old account's subscriptions
+    mbox.write_text("From prefctl Thu Jan  1 00:00:00 2026\nSubject: old\n\nold\n")
 
     result = run_cli("-o", "json", "emulator", "reset", "--yes")
 
     assert result.exit_code == 0, result.output
     assert result.json["reset"] is True
     assert not store.exists()
+    assert not mbox.exists()

@@ -145,7 +145,7 @@ def start(
         with state.out.status("starting the emulator…"):
             record = start_detached(config, verbosity=state.verbosity)
         _print_ready(state, record.ready_record())
-        state.out.info("stop it with: prefctl emulator stop")
+        state.out.info(f"stop it with: {_stop_command(Path(record.data_dir))}")
         return
 
     from prefctl.emulator.serve import RunningEmulator, serve
@@ -352,6 +352,18 @@ def revoke(
             "already_revoked": revocation.already_revoked,
         }
     )
+
+
+def _stop_command(data_dir: Path) -> str:
+    """The command that stops the emulator serving from ``data_dir``: with ``--data-dir`` unless
+    it is the default one (a bare ``emulator stop`` would stop another emulator)."""
+    import shlex
+
+    from prefctl.emulator.paths import resolve_data_dir
+
+    if data_dir == resolve_data_dir(env={}):
+        return "prefctl emulator stop"
+    return f"prefctl emulator stop --data-dir {shlex.quote(str(data_dir))}"
 
 
 def reset(

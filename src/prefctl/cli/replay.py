@@ -23,6 +23,7 @@ from prefctl.cli._delivery_options import (
     dead_letter_filter,
     moment,
 )
+from prefctl.dispatcher.rule_time import MAX_TIME_SCALE, MIN_TIME_SCALE
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
@@ -137,7 +138,8 @@ def replay(
         float,
         typer.Option(
             "--time-scale",
-            min=0.001,
+            min=MIN_TIME_SCALE,
+            max=MAX_TIME_SCALE,
             help="Without an emulator: divide the delivery-rule durations (backoff, TTL) by this.",
         ),
     ] = 1.0,

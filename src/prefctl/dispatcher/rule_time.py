@@ -13,10 +13,29 @@ real ones. Wire timestamps and the store keep real time, so signatures verify.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-__all__ = ["RuleTime"]
+from prefctl.errors import UsageError
+
+__all__ = ["MAX_TIME_SCALE", "MIN_TIME_SCALE", "RuleTime", "check_time_scale"]
+
+# --time-scale bounds. Above 10,000 the 30 s response timeout is under 3 ms, less than a loaded
+# machine's scheduling delay: every attempt would time out. Below 0.001 a 1 s cycle lasts over
+# a quarter of an hour: nothing would seem to happen. Either way the run would be silently useless.
+MIN_TIME_SCALE = 0.001
+MAX_TIME_SCALE = 10_000.0
+
+
+def check_time_scale(value: float, *, hint: str | None = None) -> None:
+    """UsageError (exit 2) unless ``value`` is a usable ``--time-scale``."""
+    if not (math.isfinite(value) and MIN_TIME_SCALE <= value <= MAX_TIME_SCALE):
+        raise UsageError(
+            f"--time-scale must be a number from {MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g},"
+            f" not {value:g}",
+            hint=hint or "e.g. --time-scale 60 runs an hour of delivery rules in a minute",
+        )
 
 
 @dataclass(frozen=True)

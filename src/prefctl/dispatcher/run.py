@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 import signal
 import threading
@@ -30,8 +29,8 @@ from typing import Any
 from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher.engine import Engine, EngineTotals
 from prefctl.dispatcher.observer import EngineObserver, ObserverContext, load_observers
+from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.dispatcher.transport import Transport
-from prefctl.errors import UsageError
 
 __all__ = ["DispatcherConfig", "new_event_loop", "run", "run_async", "running"]
 
@@ -59,8 +58,7 @@ class DispatcherConfig:
 
     def validate(self) -> None:
         """Raise UsageError or ConfigError (exit 2) for a run that cannot work."""
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise UsageError(f"--time-scale must be a number greater than 0, not {self.time_scale}")
+        check_time_scale(self.time_scale)
         from prefctl.store.db import require_store
 
         require_store(self.store_path)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import math
 import os
 import random
 import socket
@@ -30,6 +29,7 @@ from typing import Any
 
 from prefctl.clock import Clock, SystemClock, utc_timestamp
 from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
+from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.emulator import daemon, paths
 from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.local_profile import (
@@ -76,11 +76,7 @@ class EmulatorConfig:
         """Raise UsageError (exit 2) for options that cannot work together."""
         if not 0 <= self.port <= 65535:
             raise UsageError(f"port must be 0 to 65535, not {self.port}")
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise UsageError(
-                f"--time-scale must be a number greater than 0, not {self.time_scale}",
-                hint="e.g. --time-scale 60 runs an hour of delivery rules in a minute",
-            )
+        check_time_scale(self.time_scale)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise UsageError("--tls-cert and --tls-key go together")
         for path in (self.tls_cert, self.tls_key):
