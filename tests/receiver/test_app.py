@@ -320,6 +320,11 @@ def _as_parsed(body: bytes) -> tuple[int, str | None, tuple[object, ...]]:
         return 400, "no_event_type", ()
     if type(fields[1]) is not str or not fields[1]:
         return 400, "no_event_id", ()
+    if fields[0] == "subscription.validation":  # a handshake: answered only with its code
+        data = message.get("data")
+        code = data.get("validationCode") if type(data) is dict else None
+        if type(code) is not str or not code:
+            return 400, "no_validation_code", ()
     return 200, None, fields
 
 
