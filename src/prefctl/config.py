@@ -23,10 +23,11 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prefctl.config_keys import (
     ALL_KEYS,
@@ -46,6 +47,8 @@ from prefctl.config_keys import (
     split_key,
 )
 from prefctl.errors import ConfigError
+
+T = TypeVar("T")
 
 ENV_CONFIG = "PREFCTL_CONFIG"
 ENV_PROFILE = "PREFCTL_PROFILE"
@@ -373,6 +376,42 @@ def _check_table(path: Path, name: str, table: Any) -> None:
                 check_key(wkey, wvalue, section=WEBHOOKS, where=f"{path}: profiles.{name}.webhooks")
         else:
             check_key(key, value, where=f"{path}: profiles.{name}")
+
+
+def update_config(path: Path, change: Callable[[ConfigFile], T]) -> tuple[ConfigFile, T]:
+    """Read ``path`` afresh, apply ``change`` and write it back, holding the file's lock
+    throughout, so that concurrent prefctl commands (``config set`` in parallel jobs, an
+    ``emulator start`` writing profile ``local``) each add their change instead of the last
+    writer silently undoing the others'. Returns the file as written and ``change``'s result.
+    """
+    make_private_dir(path.parent, "the folder of the configuration file")
+    with _locked(path):
+        cfg = load_config(path)
+        result = change(cfg)
+        save_config(cfg)
+    return cfg, result
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock for read-modify-write of ``path``: ``flock`` on a sibling lock file
+    (``.profiles.toml.lock``, 0600), held until the block ends; released by the OS if the
+    process dies. Where there is no ``fcntl`` (Windows) writes are not serialised."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    lock_path = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot lock {path}: {_os_reason(exc)}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def save_config(cfg: ConfigFile) -> None:

@@ -564,3 +564,41 @@ def test_config_flag_under_a_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.stderr.startswith("error: ")
     assert len(result.stderr.strip().splitlines()) == 1
     assert str(tmp_path / "file") in result.stderr
+
+
+def test_concurrent_config_writes_each_keep_their_change() -> None:
+    # Parallel CI jobs writing profiles.toml at once: every command that says "✓" keeps its
+    # change (the file is read, changed and written under a lock, not last-writer-wins).
+    import subprocess
+
+    prefctl = Path(sys.executable).parent / "prefctl"
+    config = Path(os.environ["PREFCTL_CONFIG"])
+    init("base")
+    common = ["--service-client-id", "A", "--user-id", "u"]
+    inits = [
+        [str(prefctl), "config", "init", f"team{i}", *common, "--client-id", f"c{i}"]
+        for i in range(8)
+    ]
+    sets = [
+        [str(prefctl), "config", "set", "base", key, value]
+        for key, value in (
+            ("environment", "Production"),
+            ("client_id", "changed"),
+            ("webhooks.signature_user_id", "signer"),
+            ("webhooks.hashkey_env", "MY_HASHKEY"),
+        )
+    ]
+    running = [
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for command in inits + sets
+    ]
+    for process in running:
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+
+    data = tomllib.loads(config.read_text())
+    assert set(data["profiles"]) == {"base", *(f"team{i}" for i in range(8))}
+    base = data["profiles"]["base"]
+    assert (base["environment"], base["client_id"]) == ("Production", "changed")
+    assert base["webhooks"] == {"signature_user_id": "signer", "hashkey_env": "MY_HASHKEY"}
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600

@@ -143,8 +143,13 @@ def init(
         for key in missing:
             values[key] = _ask(key)
     values = {key: cfg_mod.command_line_value(key, value) for key, value in values.items()}
-    cfg.add_profile(name, values, replace=force, default=make_default)
-    cfg_mod.save_config(cfg)
+    profile_name = name
+
+    def add(fresh: cfg_mod.ConfigFile) -> None:
+        fresh.check_new_profile(profile_name, replace=force)  # again: it may have appeared since
+        fresh.add_profile(profile_name, values, replace=force, default=make_default)
+
+    cfg, _ = cfg_mod.update_config(cfg.path, add)
     is_default = cfg.default == name
     if state.json:
         out.json({"name": name, "path": str(cfg.path), "default": is_default})
@@ -267,9 +272,7 @@ def _secret_status(profile: cfg_mod.Profile, key: str) -> dict[str, Any]:
 def use(name: _ProfileArg) -> None:
     """Make NAME the default profile."""
     state = get_state()
-    cfg = state.config()
-    cfg.use(name)
-    cfg_mod.save_config(cfg)
+    cfg, _ = cfg_mod.update_config(state.config().path, lambda fresh: fresh.use(name))
     if state.json:
         state.out.json({"default": name, "path": str(cfg.path)})
     state.out.success(f"default profile is now '{name}'")
@@ -310,8 +313,7 @@ def set_key(
 
         register_secret(value)
     value = cfg_mod.command_line_value(dotted, value)
-    cfg.set_value(name, dotted, value)
-    cfg_mod.save_config(cfg)
+    cfg_mod.update_config(cfg.path, lambda fresh: fresh.set_value(name, dotted, value))
     shown = "***" if info.secret else value
     if state.json:
         out.json({"name": name, "key": dotted, "value": shown})
@@ -333,10 +335,9 @@ def _first_line(text: str) -> str:
 def unset_key(name: _ProfileArg, key: _KeyArg) -> None:
     """Remove KEY from profile NAME, so that its default (or environment variable) applies."""
     state = get_state()
-    cfg = state.config()
-    dotted, removed = cfg.unset_value(name, key)
-    if removed:
-        cfg_mod.save_config(cfg)
+    _, (dotted, removed) = cfg_mod.update_config(
+        state.config().path, lambda fresh: fresh.unset_value(name, key)
+    )
     if state.json:
         state.out.json({"name": name, "key": dotted, "removed": removed})
     if removed:
@@ -354,8 +355,7 @@ def remove(
     cfg = state.config()
     cfg.table(name)
     state.out.confirm(f"Remove profile '{name}' from {cfg.path}?", assume_yes=yes)
-    was_default = cfg.remove_profile(name)
-    cfg_mod.save_config(cfg)
+    _, was_default = cfg_mod.update_config(cfg.path, lambda fresh: fresh.remove_profile(name))
     if state.json:
         state.out.json({"removed": name, "was_default": was_default})
     state.out.success(f"profile '{name}' removed")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prefctl.config import load_config, save_config
+from prefctl.config import ConfigFile, update_config
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -42,7 +42,6 @@ def write_local_profile(
     ca_bundle: Path | None = None,
 ) -> None:
     """Create or refresh profile ``local`` in ``config_file``."""
-    cfg = load_config(config_file)
     table: dict[str, Any] = {
         "auth_url": auth_url,
         "api_url": api_url,
@@ -59,10 +58,13 @@ def write_local_profile(
         "signature_user_id": account.signature_user_id,
         "hashkey": account.hashkey,
     }
-    cfg.profiles[PROFILE_NAME] = table
-    if not cfg.default:
-        cfg.default = PROFILE_NAME
-    save_config(cfg)
+
+    def write(cfg: ConfigFile) -> None:
+        cfg.profiles[PROFILE_NAME] = table
+        if not cfg.default:
+            cfg.default = PROFILE_NAME
+
+    update_config(config_file, write)
 
 
 def ca_bundle_for(certificate_file: Path) -> Path | None:
