@@ -470,7 +470,7 @@ def test_reset_wipes_the_store(config_path: Path) -> None:
     assert run_cli("emulator", "clients", "list").exit_code == 0  # bootstraps a store
     store = Path(os.environ["PREFCTL_DATA_DIR"]) / "emulator.db"
     assert store.exists()
-    mbox = store.parent / "alerts.mbox"  # alerts of the old account's subscriptions
+    mbox = store.parent / "alerts.mbox"  # the recipients' mailbox: what was sent stays sent
     mbox.write_text("From prefctl Thu Jan  1 00:00:00 2026\nSubject: old\n\nold\n")
 
     result = run_cli("-o", "json", "emulator", "reset", "--yes")
@@ -478,4 +478,21 @@ def test_reset_wipes_the_store(config_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.json["reset"] is True
     assert not store.exists()
-    assert not mbox.exists()
+    assert mbox.exists()
+
+
+def test_a_damaged_store_is_one_line_exit_2_not_a_bug_report(config_path: Path) -> None:
+    # A store whose pages were damaged on disk: five pages overwritten with random bytes (the
+    # same ones every run), found when a command reads them, after the store opened.
+    import random
+
+    assert run_cli("emulator", "clients", "list").exit_code == 0  # bootstraps a store
+    store = Path(os.environ["PREFCTL_DATA_DIR"]) / "emulator.db"
+    with store.open("r+b") as file:
+        file.seek(4096 * 3)
+        file.write(random.Random(7).randbytes(4096 * 5))
+
+    line = one_line_error(run_cli("emulator", "clients", "list"), 2)
+
+    assert line.startswith("error: the store is damaged: database disk image is malformed")
+    assert "bug" not in line

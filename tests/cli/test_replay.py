@@ -303,3 +303,52 @@ def test_replay_with_a_running_emulator_waits_for_its_dispatcher(
         proc.wait(20)
     assert result.exit_code == 0, result.stderr
     assert (result.json["dispatcher"], result.json["delivered"]) == ("emulator", 1)
+
+
+def test_replay_to_a_url_stopped_by_sigterm_removes_its_private_store(tmp_path: Path) -> None:
+    # The throwaway store of 'replay --to' holds the Hashkey and the events: 0600 while it
+    # exists, and gone when the command is stopped (SIGTERM is handled like Ctrl-C, exit 143).
+    import os
+    import signal
+    import stat
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    capture = tmp_path / "events.ndjson"
+    event = build_event(
+        event_id="6513270e-269e-4d37-b2a7-4de452e6b438",
+        event_type="tag.added",
+        subscription_id=12,
+        client_id=CREDENTIALS.client_id,
+        profile_id=1001,
+        event_time="2026-11-21T19:20:30.123Z",
+        original_event_time="2026-11-21T19:20:29.998Z",
+        data={"Tag": "vip"},
+    )
+    capture.write_bytes(orjson.dumps(event) + b"\n")
+    env = {
+        **os.environ,
+        "TMPDIR": str(temp),
+        "PREFCTL_SERVICE_CLIENT_ID": CREDENTIALS.client_id,
+        "PREFCTL_SIGNATURE_USER_ID": CREDENTIALS.signature_user_id,
+        "PREFCTL_HASHKEY": CREDENTIALS.hashkey,
+    }
+    prefctl = Path(sys.executable).parent / "prefctl"
+    with _receiver(faults=FaultPlan(delay=20.0)) as receiver:
+        command = [str(prefctl), "replay", "--file", str(capture), "--to", receiver.webhook_url]
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: list(temp.glob("prefctl-replay-*/*.db")), timeout=20)
+            time.sleep(1.0)  # the event is on its way to the receiver, which holds it for 20 s
+            [folder] = list(temp.glob("prefctl-replay-*"))
+            for path in folder.iterdir():
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "error: terminated"
+    assert list(temp.iterdir()) == []

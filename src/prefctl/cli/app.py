@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -52,6 +54,7 @@ _FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color"}
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class OutputFormat(StrEnum):
@@ -216,8 +219,38 @@ def build_app(argv: list[str]) -> typer.Typer:
     return root
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program was, like Ctrl-C: ``finally`` blocks and context managers
+    run (a replay's temporary store is removed, child processes are stopped)."""
+
+
+_sigterm = threading.Event()  # set once SIGTERM arrived: layers above may re-wrap the exception
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _sigterm.set()
+    raise _Terminated
+
+
 def run(argv: list[str] | None = None) -> int:
-    """Run prefctl with ``argv`` and return the exit code; never raises for expected errors."""
+    """Run prefctl with ``argv`` and return the exit code; never raises for expected errors.
+
+    SIGTERM is handled like Ctrl-C (clean-up runs), exit 143; servers handle it themselves (a
+    normal stop)."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
+    _sigterm.clear()
+    try:
+        code = _run(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if _sigterm.is_set() and code == EXIT_INTERRUPTED:
+        return EXIT_TERMINATED
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     set_state(State())
     try:
@@ -228,16 +261,18 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
-        get_state().out.error("aborted")
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        get_state().out.error("interrupted")
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        if _sigterm.is_set():
+            get_state().out.error("terminated")
+        else:
+            get_state().out.error(
+                "interrupted" if isinstance(exc, KeyboardInterrupt) else "aborted"
+            )
         return EXIT_INTERRUPTED
     except Exception as exc:  # the click exception tree is vendored by typer: match by shape
         return _render_unexpected(exc, help_asked="--help" in argv or "-h" in argv)
     if result == EXIT_INTERRUPTED:  # typer turns Ctrl-C into a silent Exit(130)
-        get_state().out.error("interrupted")
+        get_state().out.error("terminated" if _sigterm.is_set() else "interrupted")
     return result if isinstance(result, int) else 0
 
 
@@ -251,6 +286,16 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
         where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
         out.error(exc.format_message(), f"see {where}")
         return int(exc.exit_code)
+    import sqlite3
+
+    if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
+        # A store damaged on disk (a failing disk, a copy taken mid-write): not a bug of prefctl.
+        out.error(
+            f"the store is damaged: {exc}",
+            "check it with sqlite3 FILE 'PRAGMA integrity_check'; restore a copy, or start"
+            " afresh with 'prefctl emulator reset'",
+        )
+        return EXIT_USAGE
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
         return EXIT_FAILED
     if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefctl.dispatcher.replay_queue import ReplayItem, select
+from prefctl.emulator.paths import ensure_private_store
 from prefctl.errors import UsageError
 from prefctl.store import accounts, dispatcher_state, settings, subscriptions
 from prefctl.store.accounts import Account
@@ -78,7 +79,8 @@ async def replay_to_url(config: ReplayConfig, started: float) -> ReplaySummary:
         delivery_settings = _settings(source, signer, config.max_attempts)
         tls = None if source is None else dispatcher_state.get_tls(source, signer.service_client_id)
     with tempfile.TemporaryDirectory(prefix="prefctl-replay-") as folder:
-        scratch = Path(folder) / "replay.db"
+        # 0600 like the emulator's store: it holds the account's Hashkey and the events.
+        scratch = ensure_private_store(Path(folder))
         now = epoch(config.clock.now())
         with open_store(scratch) as conn:
             with transaction(conn):

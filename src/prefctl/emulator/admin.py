@@ -280,16 +280,12 @@ def _find_subscription(records: list[SubscriptionRecord], ref: str) -> Subscript
 
 
 def reset_store(data_dir: Path) -> bool:
-    """Delete the store (and its WAL files) and the alerts it caused (``alerts.mbox``: its
-    subscription ids would name the next account's subscriptions); False when there was no
-    store. The emulator must be stopped: the next start bootstraps a new account."""
-    from prefctl.dispatcher.mail import MBOX_FILE
-
+    """Delete the store (and its WAL files); False when there was none. The emulator must be
+    stopped: the next start bootstraps a new account."""
     store = paths.store_path(data_dir)
     existed = store.exists()
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{store}{suffix}").unlink(missing_ok=True)
-    (data_dir / MBOX_FILE).unlink(missing_ok=True)
     return existed
 
 
