@@ -178,12 +178,8 @@ def test_replay_event_to_a_failing_url_exits_1_with_the_dead_letter(store: Path)
     assert "MaxDeliveryAttemptsExceeded" in result.stdout
 
 
-def test_replay_capture_to_a_url_without_a_store_signs_with_the_profile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PREFCTL_SERVICE_CLIENT_ID", CREDENTIALS.client_id)
-    monkeypatch.setenv("PREFCTL_SIGNATURE_USER_ID", CREDENTIALS.signature_user_id)
-    monkeypatch.setenv("PREFCTL_HASHKEY", CREDENTIALS.hashkey)
+def _capture_one_event(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A capture file (NDJSON, one notification per line) holding one event."""
     capture = tmp_path / "events.ndjson"
     event = build_event(
         event_id="6513270e-269e-4d37-b2a7-4de452e6b438",
@@ -196,6 +192,16 @@ def test_replay_capture_to_a_url_without_a_store_signs_with_the_profile(
         data={"Tag": "vip"},
     )
     capture.write_bytes(orjson.dumps(event) + b"\n")
+    return capture, event
+
+
+def test_replay_capture_to_a_url_without_a_store_signs_with_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFCTL_SERVICE_CLIENT_ID", CREDENTIALS.client_id)
+    monkeypatch.setenv("PREFCTL_SIGNATURE_USER_ID", CREDENTIALS.signature_user_id)
+    monkeypatch.setenv("PREFCTL_HASHKEY", CREDENTIALS.hashkey)
+    capture, event = _capture_one_event(tmp_path)
 
     with _receiver() as receiver:
         result = run_cli("replay", "--file", capture, "--to", receiver.webhook_url, *FAST)
@@ -314,18 +320,7 @@ def test_replay_to_a_url_stopped_by_sigterm_removes_its_private_store(tmp_path: 
 
     temp = tmp_path / "tmp"
     temp.mkdir()
-    capture = tmp_path / "events.ndjson"
-    event = build_event(
-        event_id="6513270e-269e-4d37-b2a7-4de452e6b438",
-        event_type="tag.added",
-        subscription_id=12,
-        client_id=CREDENTIALS.client_id,
-        profile_id=1001,
-        event_time="2026-11-21T19:20:30.123Z",
-        original_event_time="2026-11-21T19:20:29.998Z",
-        data={"Tag": "vip"},
-    )
-    capture.write_bytes(orjson.dumps(event) + b"\n")
+    capture, _ = _capture_one_event(tmp_path)
     env = {
         **os.environ,
         "TMPDIR": str(temp),
