@@ -179,3 +179,11 @@ def test_a_command_group_called_bare_shows_its_help_on_stderr_and_exits_2(
     assert result.exit_code == 2
     assert result.stdout == ""  # stdout carries data only, even for a usage error
     assert "Usage: prefctl" in result.stderr
+
+
+def test_output_format_is_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> None:
+    init_profile()
+    assert run_cli("-o", "JSON", "config", "list").json[0]["name"] == "dev"
+    monkeypatch.setenv("PREFCTL_OUTPUT", "Json")
+    assert run_cli("config", "list").json[0]["name"] == "dev"
+    assert run_cli("-o", "yaml", "config", "list").exit_code == 2

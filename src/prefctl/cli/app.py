@@ -83,7 +83,13 @@ def root_callback(
     ] = None,
     output: Annotated[
         OutputFormat,
-        typer.Option("--output", "-o", envvar=ENV_OUTPUT, help="Output format: table or json."),
+        typer.Option(
+            "--output",
+            "-o",
+            envvar=ENV_OUTPUT,
+            case_sensitive=False,  # PREFCTL_OUTPUT=JSON in a CI file is no reason to fail
+            help="Output format: table or json.",
+        ),
     ] = OutputFormat.table,
     verbose: Annotated[
         int, typer.Option("--verbose", "-v", count=True, help="More logs on stderr (repeat: -vvv).")
