@@ -327,3 +327,43 @@ def test_delivery_time_waiting_for_a_connection_is_not_charged_to_the_endpoint(
             assert attempt.latency_ms is not None
             assert 550 <= attempt.latency_ms < 1000  # the endpoint's time, not the queue's
     conn.close()
+
+
+def test_delivery_never_sent_for_want_of_a_connection_spends_no_attempt(store: Path) -> None:
+    # time_scale 30: the response timeout is 1 s. One connection per host and a receiver that
+    # answers after 0.8 s: the third request is still waiting for the connection when its
+    # timeout ends, so it was never sent. That is no attempt and no failure of the endpoint:
+    # it is queued again and delivered, at its first attempt, and the receiver sees it once.
+    from prefctl.dispatcher.curl import CurlTransport
+
+    with _receiver(faults=FaultPlan(delay=0.8)) as receiver:
+        conn = _connect(store)
+        deliveries = queue_events(conn, subscribe(conn, receiver.webhook_url), 3)
+        done = _final(store, deliveries)
+
+        async def main() -> None:
+            transport = CurlTransport(per_host=1)
+            config = DispatcherConfig(
+                store_path=store, time_scale=30, plugins=False, transport=transport
+            )
+            try:
+                async with running(config):
+                    deadline = time.monotonic() + 15
+                    while not done():
+                        assert time.monotonic() < deadline, "not delivered within 15 s"
+                        await asyncio.sleep(0.02)
+            finally:
+                await transport.aclose()
+
+        asyncio.run(main())
+        assert receiver.verdicts.qsize() == 3
+        records = [record_of(conn, delivery) for delivery in deliveries]
+        assert [(r.state, r.attempts) for r in records] == [("delivered", 1)] * 3
+        third = [(a.outcome, a.error) for a in attempts_of(conn, deliveries[2])]
+        assert third[0] == (
+            "skipped",
+            "not sent: no free connection to the host within the response timeout",
+        )
+        assert third[-1] == ("delivered", None)
+        assert "timed_out" not in {a.outcome for d in deliveries for a in attempts_of(conn, d)}
+    conn.close()

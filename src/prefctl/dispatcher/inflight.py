@@ -177,9 +177,8 @@ class InFlight:
                     continue  # settled, or its deadline moved
                 pending = self._pending[key]
                 waited = self._wire_wait(key)
-                if waited is None:
-                    # Still waiting for a connection after the whole timeout: never sent.
-                    self._time_out(key, pending, results, UNSENT_ERROR)
+                if waited is None:  # still waiting for a connection after the whole timeout
+                    self._unsent(pending, now, results)
                     self._settle(key)
                     expired.append(key)
                     continue
@@ -223,6 +222,11 @@ class InFlight:
         results: list[Item],
         late: list[Item],
     ) -> None:
+        if response.status is None and response.error == UNSENT_ERROR:
+            if not pending.timed_out:
+                self._unsent(pending, arrival, results)
+            self._settle(key)
+            return
         pending.waited = response.waited
         on_wire = response.elapsed - response.waited  # how long the endpoint took
         if not pending.timed_out and on_wire <= self.timeout:
@@ -234,9 +238,7 @@ class InFlight:
             self._attempted(pending, outcome, arrival, on_wire, response.error, results)
         else:
             if not pending.timed_out:
-                # Never sent (no free connection): the transport's error says so.
-                unsent = response.status is None and response.error == UNSENT_ERROR
-                self._time_out(key, pending, results, response.error if unsent else None)
+                self._time_out(key, pending, results)
             if response.status == 200 and on_wire <= self.late_window:
                 late.append(self._late_success(pending, arrival, on_wire))
         self._settle(key)
@@ -283,11 +285,22 @@ class InFlight:
         if recorded is not None:
             recorded.sent(made, pending.started_at)
 
-    def _time_out(
-        self, key: int, pending: Pending, results: list[Item], error: str | None = None
-    ) -> None:
+    def _unsent(self, pending: Pending, at: float, results: list[Item]) -> None:
+        """A request that found no free connection within the response timeout was never sent:
+        nothing reached the endpoint, so it is no attempt (recorded ``skipped``, like a delivery
+        put off by probation) and says nothing of the endpoint's health. Queued again, due now.
+        (A hung endpoint still reaches its limits: the requests it holds time out, probation
+        follows, and the TTL is checked whenever a delivery comes due.)"""
+        delivery = pending.delivery
+        skip = Attempt(
+            pending.attempt_number, pending.started_at, at, "skipped", error=UNSENT_ERROR
+        )
+        again = result(delivery, "queued", delivery.attempts, at, pending.owner, skip, at)
+        results.append((delivery, again))
+
+    def _time_out(self, key: int, pending: Pending, results: list[Item]) -> None:
         finished = pending.started_at + pending.waited + self.timeout
-        outcome = policy.Outcome.timeout(error) if error else policy.Outcome.timeout()
+        outcome = policy.Outcome.timeout()
         # The error says what happened: a dead letter after timeouts keeps it as its last error.
         self._attempted(pending, outcome, finished, None, outcome.error, results)
         pending.timed_out = True
