@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from prefctl.dispatcher.deadletters import DeadLetterFilter, redrive_dead_letters
 from prefctl.store import deliveries
 from prefctl.store.deliveries import Attempt, DeliveryResult
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
@@ -155,3 +156,20 @@ def test_deliveries_show_labels_a_late_answer_and_a_probation_skip_not_as_a_redr
     assert "no response within 30 s" in result.stdout  # the timeout says what happened
     assert "attempt 1 answered late" in result.stdout
     assert "2026-01-01T00:01:00" in result.stdout  # the skip points at the attempt made later
+
+
+def test_deliveries_show_marks_a_redrive_after_a_single_attempt_run(tmp_path: Path) -> None:
+    # A 413 dead-letters at the first attempt; redriven, the new run starts at attempt 1 again.
+    path = tmp_path / "store.db"
+    conn = open_service_store(path)
+    sub = add_subscription(conn, subscription_body("https://a.example/hook", name="A"))
+    (delivery,) = queue_event(conn, 1, [sub])
+    finish(conn, delivery.delivery_id, status=413, reason="PayloadTooLarge")
+    redrive_dead_letters(conn, DeadLetterFilter(), now=T0 + 20)
+    finish(conn, delivery.delivery_id, state="delivered", status=200, reason=None, at=T0 + 30)
+    conn.close()
+
+    result = run_cli("deliveries", "show", str(delivery.delivery_id), "--store", path)
+
+    assert result.exit_code == 0, result.stderr
+    assert "run again (redrive or replay)" in result.stdout

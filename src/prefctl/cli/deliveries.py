@@ -132,8 +132,9 @@ def timeline_rows(timeline: DeliveryTimeline) -> list[dict[str, Any]]:
 
     Two rows can share an attempt number: a timed-out request answered within the late window
     (``timed_out`` then ``late_delivered``: "answered late", possibly after its retry's row), and a
-    delivery put off by probation (``skipped``, then the attempt made at the probe slot). Other
-    numbers that start again at 1 are a new run of the delivery (a redrive or a replay)."""
+    delivery put off (``skipped``: probation, or no free connection; then the attempt made
+    later). Any other number that is not higher than the last starts a new run of the delivery
+    (a redrive or a replay), including a 1 after a run of one attempt."""
     attempts = [attempt.to_dict() for attempt in timeline.attempts]
     rows = []
     for index, attempt in enumerate(attempts):
@@ -144,7 +145,9 @@ def timeline_rows(timeline: DeliveryTimeline) -> list[dict[str, Any]]:
             number = following["attempt"]
             same = number == attempt["attempt"]
             upcoming = "answered late" if same else f"attempt {number} answered late"
-        elif following["attempt"] < attempt["attempt"]:
+        elif following["attempt"] < attempt["attempt"] or (
+            following["attempt"] == attempt["attempt"] and attempt["outcome"] != "skipped"
+        ):
             upcoming = "run again (redrive or replay)"
         else:
             upcoming = following["started_at"]
