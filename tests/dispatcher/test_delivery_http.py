@@ -77,6 +77,29 @@ def _deliver_until(
     asyncio.run(main())
 
 
+def _deliver_per_host(
+    store: Path, done: Callable[[], bool], *, per_host: int, time_scale: float
+) -> None:
+    """Like ``_deliver_until``, with at most ``per_host`` connections to a host."""
+    from prefctl.dispatcher.curl import CurlTransport
+
+    async def main() -> None:
+        transport = CurlTransport(per_host=per_host)
+        config = DispatcherConfig(
+            store_path=store, time_scale=time_scale, plugins=False, transport=transport
+        )
+        try:
+            async with running(config):
+                deadline = time.monotonic() + 15
+                while not done():
+                    assert time.monotonic() < deadline, "not done within 15 s"
+                    await asyncio.sleep(0.02)
+        finally:
+            await transport.aclose()
+
+    asyncio.run(main())
+
+
 def _final(path: Path, deliveries: list[int]) -> Callable[[], bool]:
     def check() -> bool:
         with _connect(path) as conn:
@@ -296,28 +319,12 @@ def test_delivery_time_waiting_for_a_connection_is_not_charged_to_the_endpoint(
     # 0.6 s, and only 2 connections per host are allowed: the 3rd and 4th requests wait 0.6 s
     # for a connection, then answer 0.6 s later, 1.2 s after they were handed over. The
     # endpoint answered each within the timeout: all four are delivered at the first attempt.
-    from prefctl.dispatcher.curl import CurlTransport
-
     with _receiver(faults=FaultPlan(delay=0.6)) as receiver:
         conn = _connect(store)
         deliveries = queue_events(conn, subscribe(conn, receiver.webhook_url), 4)
         done = _final(store, deliveries)
 
-        async def main() -> None:
-            transport = CurlTransport(per_host=2)
-            config = DispatcherConfig(
-                store_path=store, time_scale=30, plugins=False, transport=transport
-            )
-            try:
-                async with running(config):
-                    deadline = time.monotonic() + 15
-                    while not done():
-                        assert time.monotonic() < deadline, "not delivered within 15 s"
-                        await asyncio.sleep(0.02)
-            finally:
-                await transport.aclose()
-
-        asyncio.run(main())
+        _deliver_per_host(store, done, per_host=2, time_scale=30)
         time.sleep(0.3)  # a retry, had there been one, would be due by now
         assert receiver.verdicts.qsize() == 4  # no duplicates
         for delivery in deliveries:
@@ -334,28 +341,12 @@ def test_delivery_never_sent_for_want_of_a_connection_spends_no_attempt(store: P
     # answers after 0.8 s: the third request is still waiting for the connection when its
     # timeout ends, so it was never sent. That is no attempt and no failure of the endpoint:
     # it is queued again and delivered, at its first attempt, and the receiver sees it once.
-    from prefctl.dispatcher.curl import CurlTransport
-
     with _receiver(faults=FaultPlan(delay=0.8)) as receiver:
         conn = _connect(store)
         deliveries = queue_events(conn, subscribe(conn, receiver.webhook_url), 3)
         done = _final(store, deliveries)
 
-        async def main() -> None:
-            transport = CurlTransport(per_host=1)
-            config = DispatcherConfig(
-                store_path=store, time_scale=30, plugins=False, transport=transport
-            )
-            try:
-                async with running(config):
-                    deadline = time.monotonic() + 15
-                    while not done():
-                        assert time.monotonic() < deadline, "not delivered within 15 s"
-                        await asyncio.sleep(0.02)
-            finally:
-                await transport.aclose()
-
-        asyncio.run(main())
+        _deliver_per_host(store, done, per_host=1, time_scale=30)
         assert receiver.verdicts.qsize() == 3
         records = [record_of(conn, delivery) for delivery in deliveries]
         assert [(r.state, r.attempts) for r in records] == [("delivered", 1)] * 3
