@@ -620,3 +620,17 @@ def test_docs_tls_example_works_and_insecure_still_presents_the_client_certifica
     assert "all 8 checks passed" in insecure.stderr
     assert "TLS verification is off" in insecure.stderr
     assert no_client.exit_code != 0
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_endpoint_check_certificate_for_another_host_says_so(tmp_path: Path) -> None:
+    from tests.auth.stub_server import running_stub
+
+    ca = certs.init_ca(tmp_path / "pki")
+    server = certs.issue_server(tmp_path / "pki", "example.test")
+    with running_stub(tls=(server.certificate, server.private_key)) as stub:
+        url = stub.url + "/webhooks"
+        result = run_cli("endpoint", "check", url, *CLI_CREDS, "--ca-bundle", ca.certificate)
+    assert result.exit_code == 5
+    assert "does not cover 127.0.0.1" in result.stderr
+    assert "--ca-bundle" not in result.stderr  # trusting the CA would not help

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from prefctl import __version__
+from prefctl.auth.token_client import tls_host_mismatch
 from prefctl.clock import Clock, utc_timestamp
 from prefctl.errors import ConfigError, UnreachableError
 from prefctl.receiver.conformance.listener import ValidationListener
@@ -142,9 +143,14 @@ class _Suite:
             response = self.client.post(self.config.url, content=encode(message), headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             if not self.reached:
+                host = tls_host_mismatch(exc)
+                hint = (
+                    f"its certificate does not cover {host}: use a URL with a host it covers"
+                    if host is not None
+                    else "is the endpoint running? for certificate errors see --ca-bundle"
+                )
                 raise UnreachableError(
-                    f"cannot reach {self.config.url}: {_describe(exc)}",
-                    hint="is the endpoint running? for certificate errors see --ca-bundle",
+                    f"cannot reach {self.config.url}: {_describe(exc)}", hint=hint
                 ) from None
             return _Answer(None, b"", f"connection failed: {exc}")
         except httpx.TimeoutException:
