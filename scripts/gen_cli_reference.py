@@ -38,7 +38,7 @@ their help on stderr and exit 2 (a usage error: stdout stays empty, also with `-
 Exit codes: 0 success; 1 the operation failed (API error, verification or check failed, wait
 condition not met); 2 usage or configuration error; 3 authentication or permission error;
 4 not found; 5 service unreachable or timed out; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, which
-runs the same clean-up as Ctrl-C).
+runs the same clean-up as Ctrl-C; servers stop normally on SIGTERM and exit 0).
 """
 
 

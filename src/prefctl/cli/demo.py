@@ -43,7 +43,7 @@ def demo(
         typer.Option(
             "--time-scale",
             metavar="X",
-            help="Divide every delivery-rule duration by X (backoff, timeouts, alert windows).",
+            help="Divide every delivery-rule duration by X (backoff, timeouts, alert windows; 0.001 to 10000).",
         ),
     ] = DEFAULT_TIME_SCALE,
     seed: Annotated[

@@ -61,7 +61,10 @@ def run(
     ] = False,
     time_scale: Annotated[
         float,
-        typer.Option("--time-scale", help="Divide every delivery-rule duration by this (> 0)."),
+        typer.Option(
+            "--time-scale",
+            help="Divide every delivery-rule duration by this (0.001 to 10000).",
+        ),
     ] = 1.0,
 ) -> None:
     """Deliver the store's queued webhooks without the API, by the delivery rules.

@@ -65,7 +65,10 @@ def start(
     ] = None,
     time_scale: Annotated[
         float,
-        typer.Option("--time-scale", help="Divide every delivery-rule duration by this (> 0)."),
+        typer.Option(
+            "--time-scale",
+            help="Divide every delivery-rule duration by this (0.001 to 10000).",
+        ),
     ] = 1.0,
     detach: Annotated[
         bool,

@@ -223,7 +223,7 @@ def _chart(timeline: dict[str, Any], width: int) -> RenderableType:
     )
     table.add_column("From", justify="right", no_wrap=True)
     table.add_column("Events", justify="right", no_wrap=True)
-    table.add_column("Attempts and dead letters", no_wrap=True, min_width=bar_width)
+    table.add_column("Outcomes", no_wrap=True, min_width=bar_width)
     for header in _SHORT.values():
         table.add_column(header, justify="right", no_wrap=True)
     for bucket in buckets:
