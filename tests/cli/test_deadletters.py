@@ -358,3 +358,22 @@ def test_dead_letters_outlive_their_deleted_subscription(store: Path) -> None:
         assert replay.exit_code == 0, replay.stderr
         arrived = receiver.wait_for(2)
     assert sorted(v.event_id for v in arrived) == [event_id(1), event_id(2)]
+
+
+def test_deadletters_and_deliveries_list_show_at_most_the_limit_and_say_more_match(
+    store: Path,
+) -> None:
+    # The fixture holds three dead letters and four deliveries.
+    dead = run_cli("-o", "json", "deadletters", "list", "--limit", "2", "--store", store)
+    assert dead.exit_code == 0, dead.stderr
+    assert len(dead.json) == 2  # stdout stays one JSON array
+    assert "showing the first 2 dead letters; more match" in dead.stderr
+    assert "deadletters export" in dead.stderr
+
+    every = run_cli("-o", "json", "deadletters", "list", "--limit", "3", "--store", store)
+    assert (len(every.json), every.stderr) == (3, "")
+
+    deliveries = run_cli("deliveries", "list", "--limit", "3", "--store", store)
+    assert deliveries.exit_code == 0, deliveries.stderr
+    assert "showing the first 3 deliveries; more match" in deliveries.stderr
+    assert "--after 3" in deliveries.stderr

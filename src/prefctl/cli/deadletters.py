@@ -85,11 +85,17 @@ def list_dead_letters(
     since: SinceOption = None,
     until: UntilOption = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="At most this many.", show_default=False)
-    ] = None,
+        int,
+        typer.Option(
+            "--limit", min=1, help="At most this many ('deadletters export' writes them all)."
+        ),
+    ] = 100,
     store: StoreOption = None,
 ) -> None:
-    """List dead letters, oldest first: event, subscription, reason, attempts and last answer."""
+    """List dead letters, oldest first: event, subscription, reason, attempts and last answer.
+
+    At most --limit (100); when more match, stderr says so.
+    """
     from prefctl.dispatcher import deadletters, operations
 
     selection = dead_letter_filter(
@@ -101,14 +107,21 @@ def list_dead_letters(
         until=until,
     )
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
-        records = deadletters.list_dead_letters(conn, selection, limit=limit)
-    rows = [deadletters.dead_letter_dict(record) for record in records]
-    get_state().out.table(
+        records = deadletters.list_dead_letters(conn, selection, limit=limit + 1)
+    more = len(records) > limit
+    rows = [deadletters.dead_letter_dict(record) for record in records[:limit]]
+    state = get_state()
+    state.out.table(
         [{**row, "last": last_answer(row["last_status"], row["last_error"])} for row in rows],
         _COLUMNS,
         json_rows=rows,
         empty="no dead letters",
     )
+    if more:
+        state.out.info(
+            f"showing the first {limit} dead letters; more match: --limit N shows more,"
+            " 'prefctl deadletters export' writes them all"
+        )
 
 
 def show_dead_letter(

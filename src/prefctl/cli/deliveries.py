@@ -68,9 +68,11 @@ def list_deliveries(
             subscription_id=subscription,
             states=[choice.value for choice in states or ()],
             event_ids=events or (),
-            limit=limit,
+            limit=limit + 1,
             after_id=after,
         )
+    more = len(records) > limit
+    records = records[:limit]
     state.out.table(
         [_row(record) for record in records],
         [
@@ -86,6 +88,11 @@ def list_deliveries(
         json_rows=[record.to_dict() for record in records],
         empty="no deliveries",
     )
+    if more:
+        state.out.info(
+            f"showing the first {limit} deliveries; more match: --limit N shows more,"
+            f" --after {records[-1].delivery_id} the next ones"
+        )
 
 
 def show_delivery(
