@@ -252,6 +252,36 @@ def test_profiles_import_shows_record_errors_and_strict_exits_1(
     assert "2 records failed" in strict.stderr
 
 
+def test_profiles_import_keeps_every_request_under_the_size_limit(
+    emulator: RunningEmulator, cli, tmp_path: Path
+) -> None:
+    # 600 records of ~3 KB: 500 of them (the default chunk) would make a 1.5 MB request, which
+    # the service refuses (413). Chunks are cut by size as well, so all of them go in.
+    records = [
+        {"AlternateIds": [{"Type": "Big", "Value": f"b{n}"}], "Tags": [f"t{n}-" + "x" * 3000]}
+        for n in range(600)
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(records))
+    result = cli("-o", "json", "profiles", "import", str(path))
+    assert result.exit_code == 0, result.output
+    assert (result.json["TotalRecords"], result.json["CreatedProfiles"]) == (600, 600)
+
+
+def test_profiles_import_of_a_record_over_the_request_limit_exits_2_before_sending(
+    emulator: RunningEmulator, cli
+) -> None:
+    small = {"AlternateIds": [{"Type": "Limit", "Value": "small"}]}
+    records = [small, {"Tags": ["y" * (1024 * 1024)]}]
+    result = cli("profiles", "import", "-", stdin=json.dumps(records))
+    assert result.exit_code == 2, result.output
+    assert "record 2 is 1,048,589 bytes" in result.stderr  # {"Tags":["y…y"]}
+    assert "at most 1,048,576 bytes" in result.stderr
+    found = cli("-o", "json", "profiles", "search", "--alternate-id-type", "Limit",
+                "--alternate-id", "small")  # fmt: skip
+    assert found.json == []  # nothing was sent
+
+
 def test_profiles_import_of_a_file_without_records_exits_2(emulator: RunningEmulator, cli) -> None:
     result = cli("profiles", "import", "-", stdin="[]")
     assert result.exit_code == 2

@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_SIZE = 500
+# The service refuses request bodies over 1 MiB (413, docs/api.md): a staging request stays under
+# it whatever --chunk-size says, and a record that could never fit is refused before any request.
+REQUEST_LIMIT_BYTES = 1024 * 1024
 FINAL_STATES = frozenset({"Completed", "Failed"})
 POLL_SECONDS = 0.25
 
@@ -62,18 +65,33 @@ def parse_records(text: str, where: str) -> list[dict[str, Any]]:
     for index, record in enumerate(records, 1):
         if not isinstance(record, dict):
             raise UsageError(f"{where}: record {index} is not a JSON object (a profile)")
-        encode_body(record, f"{where}: record {index}")
+        size = len(encode_body(record, f"{where}: record {index}"))
+        if size + 2 > REQUEST_LIMIT_BYTES:  # alone in a staging request: [record]
+            raise UsageError(
+                f"{where}: record {index} is {size:,} bytes; a request to the service carries at"
+                f" most {REQUEST_LIMIT_BYTES:,} bytes, so it cannot be imported"
+            )
     if not records:
         raise UsageError(f"{where} holds no records")
     return records
 
 
-def chunks(records: Sequence[dict[str, Any]], size: int) -> Iterator[Sequence[dict[str, Any]]]:
-    """``records`` in slices of at most ``size``."""
+def chunks(
+    records: Sequence[dict[str, Any]], size: int, *, max_bytes: int = REQUEST_LIMIT_BYTES
+) -> Iterator[Sequence[dict[str, Any]]]:
+    """``records`` in slices of at most ``size`` records whose JSON array is at most ``max_bytes``
+    (a record larger than that alone goes in a slice of its own)."""
     if size < 1:
         raise UsageError("the chunk size must be at least 1")
-    for start in range(0, len(records), size):
-        yield records[start : start + size]
+    start, used = 0, 2  # the array's brackets
+    for index, record in enumerate(records):
+        cost = len(encode_body(record)) + 1  # and its comma
+        if index > start and (index - start >= size or used + cost > max_bytes):
+            yield records[start:index]
+            start, used = index, 2
+        used += cost
+    if start < len(records):
+        yield records[start:]
 
 
 class ImportsApi:
@@ -98,7 +116,8 @@ class ImportsApi:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         on_staged: Callable[[int], None] | None = None,
     ) -> Resource:
-        """Stage ``records`` in chunks of ``chunk_size``; ``on_staged(n)`` after each chunk."""
+        """Stage ``records`` in chunks of at most ``chunk_size`` records and 1 MiB;
+        ``on_staged(n)`` after each chunk."""
         job: Resource = {}
         for chunk in chunks(records, chunk_size):
             job = self.stage(import_id, chunk)
