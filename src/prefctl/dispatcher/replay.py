@@ -47,7 +47,7 @@ from prefctl.dispatcher.replay_queue import (
 )
 from prefctl.errors import UsageError
 from prefctl.store.deliveries import FINAL_STATES
-from prefctl.store.delivery_history import DeliveryRecord, get_delivery
+from prefctl.store.delivery_history import DeliveryRecord, delivery_states, get_deliveries
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.signature import SigningCredentials
 
@@ -274,7 +274,8 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
 
                 async with engine_running(store_path, config):
                     await wait_final(conn, ids, config, started)
-        records = _records(conn, ids)
+        by_id = {record.delivery_id: record for record in get_deliveries(conn, ids)}
+        records = [by_id[i] for i in ids if i in by_id]
     return _summary(config, dispatcher, selection, records, started, left)
 
 
@@ -282,14 +283,18 @@ async def wait_final(
     conn: sqlite3.Connection, delivery_ids: Sequence[int], config: ReplayConfig, started: float
 ) -> list[DeliveryRecord]:
     """Poll the store until every delivery is final or the timeout passes; returns the records
-    in the order of ``delivery_ids`` (a delivery deleted meanwhile is left out)."""
-    latest: dict[int, DeliveryRecord] = {}
-    pending = list(dict.fromkeys(delivery_ids))
+    in the order of ``delivery_ids`` (a delivery deleted meanwhile is left out).
+
+    Each poll reads only the states of the pending deliveries, in one query, and full records
+    only of those that became final: the in-process engine shares this event loop, so a poll
+    that read every pending record one by one (tens of thousands of queries every quarter
+    second) slowed the very deliveries it waited for.
+    """
+    ids = list(dict.fromkeys(delivery_ids))
+    latest = {record.delivery_id: record for record in get_deliveries(conn, ids)}
+    pending = [i for i in ids if i in latest and latest[i].state not in FINAL_STATES]
     last: ReplayProgress | None = None
     while True:
-        for record in _records(conn, pending):
-            latest[record.delivery_id] = record
-        pending = [i for i in pending if i in latest and latest[i].state not in FINAL_STATES]
         states = [record.state for record in latest.values()]
         progress = ReplayProgress(
             total=len(latest),
@@ -300,13 +305,17 @@ async def wait_final(
             config.on_progress(progress)
         last = progress
         if not pending or config.clock.monotonic() - started >= config.timeout:
-            return [latest[i] for i in dict.fromkeys(delivery_ids) if i in latest]
+            for record in get_deliveries(conn, pending):  # as they stand now
+                latest[record.delivery_id] = record
+            return [latest[i] for i in ids if i in latest]
         await config.clock.sleep(POLL_SECONDS)
-
-
-def _records(conn: sqlite3.Connection, delivery_ids: Sequence[int]) -> list[DeliveryRecord]:
-    records = (get_delivery(conn, delivery_id) for delivery_id in delivery_ids)
-    return [record for record in records if record is not None]
+        now_states = delivery_states(conn, pending)
+        for gone in (i for i in pending if i not in now_states):
+            del latest[gone]
+        final = [i for i in pending if now_states.get(i) in FINAL_STATES]
+        for record in get_deliveries(conn, final):
+            latest[record.delivery_id] = record
+        pending = [i for i in pending if i in now_states and now_states[i] not in FINAL_STATES]
 
 
 def _summary(

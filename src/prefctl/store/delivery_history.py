@@ -25,6 +25,8 @@ __all__ = [
     "DeliveryQuery",
     "DeliveryRecord",
     "delete_deliveries",
+    "delivery_states",
+    "get_deliveries",
     "get_delivery",
     "list_attempts",
     "list_deliveries",
@@ -172,6 +174,25 @@ def list_deliveries(
 def get_delivery(conn: sqlite3.Connection, delivery_id: int) -> DeliveryRecord | None:
     row = conn.execute(f"{_SELECT} WHERE d.id = ?", (delivery_id,)).fetchone()
     return _record(row) if row else None
+
+
+def get_deliveries(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> list[DeliveryRecord]:
+    """The deliveries of ``delivery_ids`` that exist, in one query (in id order)."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE d.id IN (SELECT value FROM json_each(?)) ORDER BY d.id",  # noqa: S608 (constant)
+        (orjson.dumps(list(delivery_ids)).decode(),),
+    )
+    return [_record(row) for row in rows]
+
+
+def delivery_states(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> dict[int, str]:
+    """Delivery id → state, for those of ``delivery_ids`` that exist (one light query: for
+    polling many deliveries until they are final)."""
+    rows = conn.execute(
+        "SELECT id, state FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(list(delivery_ids)).decode(),),
+    )
+    return {int(row[0]): str(row[1]) for row in rows}
 
 
 def list_attempts(conn: sqlite3.Connection, delivery_id: int) -> list[AttemptRecord]:
