@@ -9,6 +9,7 @@ prefctl deadletters purge (filters | --all) [--yes]
 
 from __future__ import annotations
 
+import contextlib
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -263,7 +264,13 @@ def export(
         since=since,
         until=until,
     )
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    # A spinner on stderr while a large export runs, unless the export itself goes to the terminal.
+    spinner = (
+        state.out.status("exporting dead letters…")
+        if file is not None or not state.out.out.is_terminal
+        else contextlib.nullcontext()
+    )
+    with spinner, operations.open_existing_store(operations.resolve_store(store)) as conn:
         if file is None:
             count = deadletters.export_dead_letters(conn, selection, _stdout_write, fmt=fmt.value)
             with writing_stdout() as stdout:

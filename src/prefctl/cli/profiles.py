@@ -128,7 +128,12 @@ def search(
     with api_client(state) as client:
         api = ProfilesApi(client)
         if all_pages:
-            profiles = list(api.search_all(query, page_size=limit or 500))
+            profiles = []
+            with state.out.status("searching profiles…") as update:  # many pages can take a while
+                for profile in api.search_all(query, page_size=limit or 500):
+                    profiles.append(profile)
+                    if len(profiles) % 500 == 0:
+                        update(f"searching profiles… {len(profiles):,} so far")
         else:
             page = api.search(query, limit=limit, cursor=cursor)
             profiles, next_cursor = page.items, page.next_cursor
