@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from prefctl.config import make_private_dir, write_private
 from prefctl.errors import ConfigError, UsageError
+from prefctl.private_files import make_private_dir, write_private
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock

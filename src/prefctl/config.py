@@ -23,8 +23,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +46,7 @@ from prefctl.config_keys import (
     split_key,
 )
 from prefctl.errors import ConfigError
+from prefctl.private_files import locked, make_private_dir, os_reason, write_private
 
 T = TypeVar("T")
 
@@ -184,7 +184,7 @@ def _read_first_line(path: Path, what: str, profile: str, key: str) -> str:
     try:
         text = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else _os_reason(exc)
+        reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else os_reason(exc)
     else:
         if text:
             return text.splitlines()[0].strip()
@@ -193,12 +193,6 @@ def _read_first_line(path: Path, what: str, profile: str, key: str) -> str:
         f"cannot read the {what} of profile '{profile}' from {path}: {reason}",
         hint=f"check {key} in the profile",
     )
-
-
-def _os_reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return str(exc)
 
 
 def check_profile_name(name: str) -> None:
@@ -346,7 +340,7 @@ def load_config(path: Path) -> ConfigFile:
     except FileNotFoundError:
         return ConfigFile(path=path)
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {_os_reason(exc)}") from None
+        raise ConfigError(f"cannot read {path}: {os_reason(exc)}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -385,33 +379,11 @@ def update_config(path: Path, change: Callable[[ConfigFile], T]) -> tuple[Config
     writer silently undoing the others'. Returns the file as written and ``change``'s result.
     """
     make_private_dir(path.parent, "the folder of the configuration file")
-    with _locked(path):
+    with locked(path):
         cfg = load_config(path)
         result = change(cfg)
         save_config(cfg)
     return cfg, result
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock for read-modify-write of ``path``: ``flock`` on a sibling lock file
-    (``.profiles.toml.lock``, 0600), held until the block ends; released by the OS if the
-    process dies. Where there is no ``fcntl`` (Windows) writes are not serialised."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    lock_path = path.with_name(f".{path.name}.lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise ConfigError(f"cannot lock {path}: {_os_reason(exc)}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def save_config(cfg: ConfigFile) -> None:
@@ -421,48 +393,6 @@ def save_config(cfg: ConfigFile) -> None:
     make_private_dir(cfg.path.parent, "the folder of the configuration file")
     write_private(cfg.path, tomli_w.dumps(cfg.to_toml()).encode("utf-8"))
     cfg.exists = True
-
-
-def make_private_dir(directory: Path, what: str, *, hint: str | None = None) -> None:
-    """Create ``directory`` and each missing parent with mode 0700; folders that exist (``$HOME``)
-    are left as they are. ConfigError naming the path when a file stands in the way or the folder
-    cannot be created. (``Path.mkdir(parents=True, mode=0o700)`` would make the parents 0755.)"""
-    missing: list[Path] = []
-    path = directory
-    try:
-        while not path.is_dir():
-            if path.exists() or path.is_symlink():
-                raise ConfigError(
-                    f"cannot create {what} {directory}: {path} is not a folder", hint=hint
-                )
-            missing.append(path)
-            path = path.parent
-        for path in reversed(missing):
-            try:
-                path.mkdir(mode=0o700)
-            except FileExistsError:  # made meanwhile by another prefctl
-                if not path.is_dir():
-                    raise
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create {what} {directory}: {_os_reason(exc)}", hint=hint
-        ) from None
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Atomically replace ``path`` with ``data``, readable by the owner only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def selected_profile_name(

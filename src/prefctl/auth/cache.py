@@ -26,8 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prefctl.config import ENV_CACHE_DIR, make_private_dir, write_private
+from prefctl.config import ENV_CACHE_DIR
 from prefctl.errors import ConfigError
+from prefctl.private_files import make_private_dir, write_private
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock

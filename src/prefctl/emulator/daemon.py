@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prefctl.config import make_private_dir, write_private
 from prefctl.emulator import paths
 from prefctl.errors import (
     AuthError,
@@ -27,6 +26,7 @@ from prefctl.errors import (
     UnreachableError,
     UsageError,
 )
+from prefctl.private_files import make_private_dir, write_private
 
 if TYPE_CHECKING:
     from prefctl.emulator.serve import EmulatorConfig

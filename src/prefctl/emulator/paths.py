@@ -11,7 +11,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from prefctl.config import ENV_DATA_DIR, make_private_dir
+from prefctl.config import ENV_DATA_DIR
+from prefctl.private_files import make_private_dir
 
 STORE_FILE = "emulator.db"
 PID_FILE = "emulator.pid"
