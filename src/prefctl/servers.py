@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     import uvicorn
 
 
+# Addresses that bind every interface: clients on this machine reach such a server through
+# loopback, and from elsewhere by a name the server cannot know.
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def is_wildcard_host(host: str) -> bool:
+    """Whether ``--host`` binds every interface (``0.0.0.0``, ``::``) rather than one address."""
+    return host in WILDCARD_HOSTS
+
+
 def run_server(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
     """Serve on ``sockets`` until the server stops, on prefctl's event loop, which accepts a
     burst of new connections at once (``server_loop``)."""

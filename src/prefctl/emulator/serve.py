@@ -91,9 +91,10 @@ class EmulatorConfig:
         # Profile ``local`` and the readiness check reach the emulator at the host of its URL,
         # so a certificate that does not cover that host would fail every client.
         from prefctl.certs import require_host
+        from prefctl.servers import is_wildcard_host
 
         urls = "profile local's URLs" if self.config_path is not None else "the emulator's URL"
-        if _is_wildcard(self.host):
+        if is_wildcard_host(self.host):
             bind = self.host or "''"
             role = f"the loopback host in {urls} for --host {bind}"
         else:
@@ -342,10 +343,6 @@ def _url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
-
-
-def _is_wildcard(host: str) -> bool:
-    return host in ("", "0.0.0.0", "::")
 
 
 def _load_tls(server_config: Any, config: EmulatorConfig) -> None:

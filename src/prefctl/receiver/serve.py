@@ -81,7 +81,9 @@ def check_certificate_host(config: ReceiverConfig) -> None:
 
     A wildcard ``--host`` (0.0.0.0, ::) is not checked: senders reach it by a name only they know.
     """
-    if config.tls_cert is None or config.host in ("", "0.0.0.0", "::"):
+    from prefctl.servers import is_wildcard_host
+
+    if config.tls_cert is None or is_wildcard_host(config.host):
         return
     from prefctl.certs import require_host
 
