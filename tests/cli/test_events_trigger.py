@@ -144,3 +144,15 @@ def test_events_list_by_subscription_shows_what_it_was_sent(emulator: RunningEmu
     assert other.json["event_ids"][0] not in [e["EventId"] for e in sent]
     assert sent[0]["SubscriptionId"] == created.json["Id"]
     assert "EventTime" in sent[0]
+
+
+def test_events_list_all_as_a_table_shows_every_page(emulator: RunningEmulator, cli) -> None:
+    created = cli("-o", "json", "profiles", "create", "-f", "-", stdin='{"Tags": ["paged"]}')
+    profile_id = str(created.json["ProfileId"])
+    for _ in range(2):
+        cli("events", "trigger", "tag.added", "--profile-id", profile_id)
+    table = cli("events", "list", "--profile-id", profile_id, "--all", "--limit", "1")
+    assert table.exit_code == 0, table.output
+    assert table.stdout == cli("events", "list", "--profile-id", profile_id).stdout
+    assert table.stdout.count("tag.added") == 2
+    assert "profile.created" in table.stdout

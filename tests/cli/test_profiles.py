@@ -101,6 +101,24 @@ def test_profiles_search_all_follows_cursors(emulator: RunningEmulator, cli) -> 
     assert {p["ProfileId"] for p in one_page.json + rest.json} == ids
 
 
+def test_profiles_search_all_streams_the_same_json_and_table_as_one_page(
+    emulator: RunningEmulator, cli
+) -> None:
+    for _ in range(3):
+        create(cli, {**ADA, "AlternateIds": [{"Type": "Batch", "Value": "streamed"}]})
+    query = ["--alternate-id-type", "Batch", "--alternate-id", "streamed"]
+    one_page = cli("-o", "json", "profiles", "search", *query)
+    streamed = cli("-o", "json", "profiles", "search", *query, "--all", "--limit", "1")
+    assert streamed.exit_code == 0, streamed.output
+    assert streamed.stdout == one_page.stdout  # page by page, the same text as one array
+    table = cli("profiles", "search", *query, "--all", "--limit", "1")
+    assert table.stdout == cli("profiles", "search", *query).stdout
+    assert table.stdout.count("Ada Lovelace") == 3
+    nothing = cli("-o", "json", "profiles", "search", "--email", "nobody@example.com", "--all")
+    assert (nothing.exit_code, nothing.json) == (0, [])
+    assert "no profiles" in cli("profiles", "search", "--email", "no@example.com", "--all").stderr
+
+
 def test_profiles_replace_emits_only_profile_replaced(emulator: RunningEmulator, cli) -> None:
     profile = create(cli)
     changed = {**profile, "Tags": ["replaced"], "Emails": []}

@@ -124,6 +124,33 @@ def test_list_events_pages_through_equal_times_without_loss(conn: sqlite3.Connec
     assert seen == [f"{n:02d}" for n in range(1, 11)]
 
 
+def test_list_events_page_of_big_events_stops_at_the_page_byte_budget(
+    conn: sqlite3.Connection,
+) -> None:
+    # profile.updatedfull events carry whole profiles, before and after: a page of 500 could be
+    # a gigabyte. It stops near PAGE_BYTES and the cursor leads on.
+    full = {"Tags": ["x" * 1000] * 500}
+    big = [
+        NewEvent(
+            event_id=f"00000000-0000-4000-8000-{n:012d}",
+            event_type="profile.updatedfull",
+            entity="Profile",
+            profile_id=1001,
+            original_event_time=T0 + n,
+            data=full,
+            previous_data=full,
+        )
+        for n in range(1, 11)
+    ]
+    _store(conn, *big)
+    first = events.list_events(conn, ACCOUNT, EventQuery(), limit=500)
+    assert 1 <= len(first.events) < 10
+    assert first.next_cursor is not None
+    rest = events.list_events(conn, ACCOUNT, EventQuery(), limit=500, cursor=first.next_cursor)
+    assert _ids(first) + _ids(rest) == [f"{n:02d}" for n in range(1, 11)]
+    assert rest.next_cursor is None
+
+
 def test_purge_events_drops_old_events_with_their_deliveries(conn: sqlite3.Connection) -> None:
     subscription_id = add_subscription(conn, subscription_body())
     old, recent = _store(conn, _event(1, at=T0), _event(2, at=T0 + 10 * DAY))

@@ -6,10 +6,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from prefctl.errors import UsageError
 from prefctl.store import events, profiles
+from prefctl.store._paging import PAGE_BYTES
 from prefctl.store.db import transaction
 from prefctl.store.profiles import ProfileQuery, search_profiles
 from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store
@@ -234,3 +236,19 @@ def test_save_profile_with_previous_refreshes_changed_search_keys_only(
 def _found(conn: sqlite3.Connection, email: str) -> list[int]:
     page = search_profiles(conn, ACCOUNT, ProfileQuery(email=email))
     return [p["ProfileId"] for p in page.profiles]
+
+
+def test_search_page_of_big_profiles_stops_at_the_page_byte_budget(
+    conn: sqlite3.Connection,
+) -> None:
+    # ~1 MiB profiles: 500 to a page would be a 500 MB response; the page stops near PAGE_BYTES
+    # and its cursor leads to the rest, none lost.
+    big = {"Tags": [f"{n:04d}" + "x" * 1020 for n in range(1000)]}
+    expected = [_add(conn, big) for _ in range(10)]
+    first = search_profiles(conn, ACCOUNT, ProfileQuery(), limit=500)
+    assert 1 <= len(first.profiles) < 10
+    assert sum(len(orjson.dumps(p)) for p in first.profiles) < PAGE_BYTES + 1_100_000
+    assert first.next_cursor is not None
+    rest = search_profiles(conn, ACCOUNT, ProfileQuery(), limit=500, cursor=first.next_cursor)
+    assert _ids(first) + _ids(rest) == expected
+    assert rest.next_cursor is None

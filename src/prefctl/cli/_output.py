@@ -134,6 +134,43 @@ class Output:
         with writing_stdout():
             self.out.print(table)
 
+    def listing(
+        self,
+        items: Iterable[Any],
+        columns: Sequence[tuple[str, str]],
+        *,
+        noun: str,
+        summary: Callable[[Any], Mapping[str, Any]] | None = None,
+        empty: str = "nothing to show",
+    ) -> None:
+        """Every item of a paged listing (``--all``), shown as the pages arrive.
+
+        JSON mode writes the array item by item, so memory holds one page however many there
+        are (the text is the same as ``json``'s; an error mid-way leaves it unterminated, and the
+        exit code says so). Table mode keeps only each item's ``summary`` row for the table (by
+        default the item's values of ``columns``).
+        A spinner on stderr counts the ``noun`` so far.
+        """
+        rows: list[Mapping[str, Any]] = []
+        # stdout is taken before the spinner starts: while it spins, Rich swaps sys.stdout for a
+        # proxy that prints on the spinner's console (stderr).
+        with writing_stdout() as stdout, self.status(f"fetching {noun}…") as update:
+            first = True
+            for count, item in enumerate(items, 1):
+                if count % 500 == 0:
+                    update(f"fetching {noun}… {count:,} so far")
+                if not self.json_mode:
+                    rows.append(summary(item) if summary else {k: item.get(k) for k, _ in columns})
+                    continue
+                text = "  " + to_json(item).replace("\n", "\n  ")
+                stdout.write(("[\n" if first else ",\n") + text)
+                first = False
+            if self.json_mode:
+                stdout.write("[]\n" if first else "\n]\n")
+                stdout.flush()
+        if not self.json_mode:
+            self.table(rows, columns, empty=empty)
+
     def record(
         self, data: Mapping[str, Any], *, title: str | None = None, json_data: Any = None
     ) -> None:

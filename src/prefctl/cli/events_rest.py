@@ -85,20 +85,21 @@ def list_events(
             start_at=None if since is None else parse_moment(since, now=now, flag="--since"),
             end_at=None if until is None else parse_moment(until, now=now, flag="--until"),
         )
+        columns = [
+            ("OriginalEventTime", "ORIGINAL TIME"),
+            ("EventType", "TYPE"),
+            ("ProfileId", "PROFILE"),
+            ("EventId", "EVENT ID"),
+        ]
+        if subscription_id is not None:
+            columns[1:1] = [("EventTime", "EVENT TIME")]
         api = EventsApi(client)
         if all_pages:
-            events = list(api.list_all(query, page_size=limit or 500))
-        else:
-            page = api.list(query, limit=limit, cursor=cursor)
-            events, next_cursor = page.items, page.next_cursor
-    columns = [
-        ("OriginalEventTime", "ORIGINAL TIME"),
-        ("EventType", "TYPE"),
-        ("ProfileId", "PROFILE"),
-        ("EventId", "EVENT ID"),
-    ]
-    if subscription_id is not None:
-        columns[1:1] = [("EventTime", "EVENT TIME")]
+            rows = api.list_all(query, page_size=limit or 500)
+            state.out.listing(rows, columns, noun="events", empty="no events")
+            return
+        page = api.list(query, limit=limit, cursor=cursor)
+        events, next_cursor = page.items, page.next_cursor
     state.out.table(events, columns, empty="no events")
     if next_cursor:
         state.out.info(f"more events: --cursor {next_cursor}, or --all")

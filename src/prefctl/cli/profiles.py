@@ -128,15 +128,16 @@ def search(
     with api_client(state) as client:
         api = ProfilesApi(client)
         if all_pages:
-            profiles = []
-            with state.out.status("searching profiles…") as update:  # many pages can take a while
-                for profile in api.search_all(query, page_size=limit or 500):
-                    profiles.append(profile)
-                    if len(profiles) % 500 == 0:
-                        update(f"searching profiles… {len(profiles):,} so far")
-        else:
-            page = api.search(query, limit=limit, cursor=cursor)
-            profiles, next_cursor = page.items, page.next_cursor
+            state.out.listing(
+                api.search_all(query, page_size=limit or 500),
+                _SEARCH_COLUMNS,
+                noun="profiles",
+                summary=_summary,
+                empty="no profiles",
+            )
+            return
+        page = api.search(query, limit=limit, cursor=cursor)
+        profiles, next_cursor = page.items, page.next_cursor
     state.out.table(
         [_summary(p) for p in profiles], _SEARCH_COLUMNS, json_rows=profiles, empty="no profiles"
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from prefctl.store._paging import decode_cursor, encode_cursor
+from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 from prefctl.store.db import atomic
 from prefctl.store.timestamps import wire_time
 
@@ -196,10 +196,12 @@ def list_events(
         f"SELECT {columns} FROM {source} WHERE {' AND '.join(where)}"  # noqa: S608
         " ORDER BY e.original_event_time, e.id LIMIT ?"
     )
-    rows = conn.execute(sql, (*args, limit + 1)).fetchall()
-    events = [_event(row) for row in rows[:limit]]
+    rows, more = take_page(
+        conn.execute(sql, (*args, limit + 1)), limit, lambda row: len(row[7]) + len(row[8] or "")
+    )
+    events = [_event(row) for row in rows]
     next_cursor = None
-    if len(rows) > limit:
+    if more:
         last = events[-1]
         next_cursor = encode_cursor(_CURSOR_KIND, (last.original_event_time, last.rowid))
     return EventPage(events, next_cursor)

@@ -28,7 +28,7 @@ import orjson
 
 from prefctl.clock import utc_timestamp
 from prefctl.errors import UsageError
-from prefctl.store._paging import decode_cursor, encode_cursor
+from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -241,9 +241,7 @@ def search_profiles(
             " WHERE p.service_client_id = ? AND p.profile_id > ? ORDER BY p.profile_id LIMIT ?"
         )
         args = [account, after]
-    rows = conn.execute(sql, (*args, limit + 1)).fetchall()
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows, more = take_page(conn.execute(sql, (*args, limit + 1)), limit, lambda row: len(row[0]))
     next_cursor = encode_cursor(_CURSOR_KIND, (rows[-1][1],)) if more else None
     return ProfilePage([_loads(row[0]) for row in rows], next_cursor)
 
