@@ -66,6 +66,41 @@ def run_process(stdout: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, stdout=full, **options)
 
 
+def run_with_terminal_stderr(*args: str) -> CliResult:
+    """Run ``python -m prefctl ARGS`` as from an interactive shell with ``> file``: stdout is a
+    pipe and stderr a pseudo-terminal, so spinners and progress bars are live."""
+    import threading
+
+    command = [sys.executable, "-m", "prefctl", *args]
+    master, slave = os.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:  # a terminal's buffer is small: read it while the command runs
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the command has ended and closed its side
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        env = {**os.environ, "TERM": "xterm"}
+        done = subprocess.run(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env,
+            timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    stderr = b"".join(chunks).decode("utf-8", "replace")
+    return CliResult(done.returncode, done.stdout.decode("utf-8"), stderr)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:

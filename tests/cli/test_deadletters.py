@@ -19,7 +19,7 @@ from prefctl.store.delivery_history import get_delivery
 from tests.dispatcher.engine_helpers import CREDENTIALS, new_store, set_settings, subscribe
 from tests.dispatcher.engine_helpers import queue_events as engine_queue
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
-from tests.helpers import run_cli
+from tests.helpers import run_cli, run_with_terminal_stderr
 from tests.store.service_helpers import (
     OTHER_ACCOUNT,
     add_subscription,
@@ -377,3 +377,19 @@ def test_deadletters_and_deliveries_list_show_at_most_the_limit_and_say_more_mat
     assert deliveries.exit_code == 0, deliveries.stderr
     assert "showing the first 3 deliveries; more match" in deliveries.stderr
     assert "--after 3" in deliveries.stderr
+
+
+def test_deadletters_export_into_a_file_from_an_interactive_shell_fills_the_file(
+    store: Path,
+) -> None:
+    # `prefctl deadletters export > dead.ndjson` on a terminal: the spinner runs on stderr and
+    # the records must still go to stdout, not be printed above the spinner.
+    result = run_with_terminal_stderr("deadletters", "export", "--store", str(store))
+    assert result.exit_code == 0, result.stderr
+    assert [record["event"]["EventId"] for record in result.ndjson] == [
+        event_id(1),
+        event_id(2),
+        event_id(3),
+    ]
+    assert "exported 3 dead letters" in result.stderr
+    assert "EventId" not in result.stderr

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from prefctl.emulator.serve import RunningEmulator
+from tests.helpers import run_with_terminal_stderr
 
 ADA = {
     "CustomerName": {"FirstName": "Ada", "LastName": "Lovelace"},
@@ -117,6 +118,16 @@ def test_profiles_search_all_streams_the_same_json_and_table_as_one_page(
     nothing = cli("-o", "json", "profiles", "search", "--email", "nobody@example.com", "--all")
     assert (nothing.exit_code, nothing.json) == (0, [])
     assert "no profiles" in cli("profiles", "search", "--email", "no@example.com", "--all").stderr
+
+
+def test_profiles_search_all_into_a_file_from_an_interactive_shell(
+    emulator: RunningEmulator, cli
+) -> None:
+    ids = [create(cli, {**ADA, "Tags": ["redirected"]})["ProfileId"] for _ in range(2)]
+    result = run_with_terminal_stderr("-o", "json", "profiles", "search", "--all", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert set(ids) <= {profile["ProfileId"] for profile in result.json}
+    assert "ProfileId" not in result.stderr
 
 
 def test_profiles_replace_emits_only_profile_replaced(emulator: RunningEmulator, cli) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from prefctl.errors import PrefctlError, UsageError
@@ -152,9 +152,10 @@ class Output:
         A spinner on stderr counts the ``noun`` so far.
         """
         rows: list[Mapping[str, Any]] = []
-        # stdout is taken before the spinner starts: while it spins, Rich swaps sys.stdout for a
-        # proxy that prints on the spinner's console (stderr).
-        with writing_stdout() as stdout, self.status(f"fetching {noun}…") as update:
+        # No spinner between lines of JSON on the terminal: the array itself shows the progress.
+        quiet = self.json_mode and self.out.is_terminal
+        spinner = nullcontext(lambda _text: None) if quiet else self.status(f"fetching {noun}…")
+        with writing_stdout() as stdout, spinner as update:
             first = True
             for count, item in enumerate(items, 1):
                 if count % 500 == 0:
@@ -219,8 +220,20 @@ class Output:
         if self.quiet or not self.err.is_terminal:
             yield lambda _text: None
             return
-        with self.err.status(message) as status:
-            yield lambda text: status.update(text)
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        spinner = Spinner("dots", message)
+        # Not Console.status: its Live swaps sys.stdout for a proxy that prints on the spinner's
+        # console, so data written to a redirected stdout (`> file`) would land on the terminal.
+        with Live(
+            spinner,
+            console=self.err,
+            transient=True,
+            refresh_per_second=12.5,
+            redirect_stdout=False,
+        ):
+            yield lambda text: spinner.update(text=text)
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Advance]:
@@ -243,6 +256,7 @@ class Output:
             console=self.err,
             transient=False,
             disable=self.quiet,
+            redirect_stdout=False,  # data written meanwhile stays on stdout (see ``status``)
         )
         with progress:
             task = progress.add_task(description, total=total)
