@@ -9,7 +9,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +43,30 @@ def run_cli(*args: str, stdin: str | None = None) -> CliResult:
     sys.stdin = io.StringIO(stdin or "")
     sys.stdout, sys.stderr = out, err
     try:
-        code = run([str(a) for a in args])
+        with _logging_as_in_a_new_process():
+            code = run([str(a) for a in args])
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def _logging_as_in_a_new_process() -> Iterator[None]:
+    """Undo what ``-v`` set up when the run ends, as the end of a process would: its log handler
+    writes to the current stderr, so it would log into the output of the next runs."""
+    import logging
+
+    names = ["", "prefctl", "httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access"]
+    levels = {name: logging.getLogger(name).level for name in names}
+    handlers = list(logging.getLogger().handlers)
+    try:
+        yield
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def run_process(stdout: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -69,6 +90,38 @@ def run_process(stdout: str, *args: str) -> subprocess.CompletedProcess[str]:
 def run_with_terminal_stderr(*args: str) -> CliResult:
     """Run ``python -m prefctl ARGS`` as from an interactive shell with ``> file``: stdout is a
     pipe and stderr a pseudo-terminal, so spinners and progress bars are live."""
+    return _run_on_terminal(args, stdout_on_terminal=False)
+
+
+def run_in_terminal(
+    *args: str,
+    answers: Sequence[tuple[str, str | Callable[[], str]]] = (),
+    hidden: bool = False,
+    timeout: float = 60.0,
+) -> CliResult:
+    """Run ``python -m prefctl ARGS`` as typed in an interactive shell: stdin, stdout and stderr
+    are one pseudo-terminal, its controlling terminal (Ctrl-C typed as ``"\x03"`` interrupts it).
+    What the terminal showed is ``.stderr`` (and ``.output``); ``.stdout`` is empty.
+
+    ``answers``: (text, keys) pairs; once ``text`` has appeared (after the previous one), ``keys``
+    are typed as they are (end a line with ``"\n"``); a callable is called then for the keys.
+    ``hidden``: wait before typing until the terminal stops echoing (a password prompt).
+    """
+    return _run_on_terminal(
+        args, stdout_on_terminal=True, answers=answers, hidden=hidden, timeout=timeout
+    )
+
+
+def _run_on_terminal(
+    args: Sequence[str],
+    *,
+    stdout_on_terminal: bool,
+    answers: Sequence[tuple[str, str | Callable[[], str]]] = (),
+    hidden: bool = False,
+    timeout: float = 60.0,
+) -> CliResult:
+    import fcntl
+    import termios
     import threading
 
     command = [sys.executable, "-m", "prefctl", *args]
@@ -85,20 +138,51 @@ def run_with_terminal_stderr(*args: str) -> CliResult:
                 return
             chunks.append(data)
 
+    def take_terminal() -> None:  # in the child, a session leader: the pty is its terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    def shown() -> str:
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def appeared(text: str, start: int) -> int:  # where ``text`` ends, once it is shown
+        deadline = time.monotonic() + timeout
+        while (at := shown().find(text, start)) < 0:
+            if process.poll() is not None:
+                reader.join(timeout=5)  # whatever it printed before it ended
+                if (at := shown().find(text, start)) >= 0:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared in: {shown()}")
+            time.sleep(0.02)
+        return at + len(text)
+
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
+    io = slave if stdout_on_terminal else subprocess.PIPE
     try:
-        env = {**os.environ, "TERM": "xterm"}
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env,
-            timeout=60, check=False,
+        process = subprocess.Popen(
+            command, stdin=slave if stdout_on_terminal else subprocess.DEVNULL, stdout=io,
+            stderr=slave, env={**os.environ, "TERM": "xterm"}, start_new_session=True,
+            preexec_fn=take_terminal if stdout_on_terminal else None,
         )  # fmt: skip
     finally:
         os.close(slave)
-    reader.join(timeout=5)
-    os.close(master)
-    stderr = b"".join(chunks).decode("utf-8", "replace")
-    return CliResult(done.returncode, done.stdout.decode("utf-8"), stderr)
+    try:
+        seen = 0
+        for text, keys in answers:
+            seen = appeared(text, seen)
+            if hidden:
+                wait_until(lambda: not termios.tcgetattr(master)[3] & termios.ECHO)
+            os.write(master, (keys() if callable(keys) else keys).encode())
+        stdout, _ = process.communicate(timeout=timeout)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        reader.join(timeout=5)
+        os.close(master)
+    return CliResult(process.returncode, (stdout or b"").decode("utf-8"), shown())
 
 
 def free_port() -> int:

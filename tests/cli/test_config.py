@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import pty
-import select
-import signal
 import stat
 import sys
-import termios
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from prefctl.emulator.serve import RunningEmulator
-from tests.helpers import CliResult, run_cli, wait_until
+from tests.helpers import CliResult, run_cli, run_in_terminal
 
 REQUIRED = ("--service-client-id", "DEMO_CORP", "--user-id", "admin", "--client-id", "c" * 48)
 SECRET = "s3cr3t-never-shown-0123456789"
@@ -46,40 +41,11 @@ def one_line_error(result: CliResult, code: int = 2) -> str:
 def run_tty(
     args: list[str], answers: list[tuple[str, str]], *, hidden: bool = False, timeout: float = 30.0
 ) -> tuple[int, str]:
-    """Run ``prefctl ARGS`` on a pseudo-terminal, typing each answer when its prompt appears.
-
-    ``hidden``: the answers go to password prompts, typed only once the terminal stops echoing
-    (as a person would: getpass flushes what was typed before it switched echo off).
-    """
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the pty is its controlling terminal and its stdin/stdout/stderr
-        os.execve(sys.executable, [sys.executable, "-m", "prefctl", *args], dict(os.environ))
-    transcript, seen = b"", 0
-    pending = list(answers)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise AssertionError(f"no prompt {pending[:1]} in: {transcript.decode()}")
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            transcript += chunk
-            while pending and (at := transcript.find(pending[0][0].encode(), seen)) >= 0:
-                seen = at + len(pending[0][0])
-                if hidden:
-                    wait_until(lambda: not termios.tcgetattr(fd)[3] & termios.ECHO, timeout=10)
-                os.write(fd, pending.pop(0)[1].encode() + b"\n")
-    finally:
-        if time.monotonic() >= deadline:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), transcript.decode(errors="replace")
+    """Run ``prefctl ARGS`` on a pseudo-terminal, typing each answer (a line) when its prompt
+    appears; ``hidden``: to password prompts (see ``run_in_terminal``)."""
+    lines = [(prompt, answer + "\n") for prompt, answer in answers]
+    result = run_in_terminal(*args, answers=lines, hidden=hidden, timeout=timeout)
+    return result.exit_code, result.output
 
 
 # -- init ------------------------------------------------------------------------------------------
@@ -457,6 +423,17 @@ def test_set_secret_on_tty_is_asked_without_echo(config_path: Path) -> None:
     assert read_toml(config_path)["profiles"]["dev"]["webhooks"]["hashkey"] == SECRET
 
 
+def test_set_secret_dash_typed_on_a_terminal_is_asked_without_echo(config_path: Path) -> None:
+    # '-' keeps a piped secret out of the shell history; typed at a terminal, stdin would echo it.
+    init("dev")
+    code, transcript = run_tty(
+        ["config", "set", "dev", "client_secret", "-"], [("client_secret", SECRET)], hidden=True
+    )
+    assert code == 0, transcript
+    assert SECRET not in transcript
+    assert read_toml(config_path)["profiles"]["dev"]["client_secret"] == SECRET
+
+
 def test_unset_removes_key_so_default_applies(config_path: Path) -> None:
     init("dev", "--environment", "Production")
     assert run_cli("config", "unset", "dev", "environment").exit_code == 0
@@ -490,6 +467,16 @@ def test_remove_on_tty_asks_and_no_keeps_profile(config_path: Path) -> None:
     code, transcript = run_tty(["config", "remove", "dev"], [("Remove profile 'dev'", "n")])
     assert code == 2, transcript
     assert "cancelled" in transcript
+    assert "dev" in read_toml(config_path)["profiles"]
+
+
+def test_ctrl_c_at_a_question_ends_the_line_before_saying_interrupted(
+    config_path: Path,
+) -> None:
+    init("dev")
+    result = run_in_terminal("config", "remove", "dev", answers=[("Remove profile 'dev'", "\x03")])
+    assert result.exit_code == 130, result.output
+    assert "\nerror: interrupted" in result.output.replace("\r\n", "\n")
     assert "dev" in read_toml(config_path)["profiles"]
 
 

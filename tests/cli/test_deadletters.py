@@ -19,7 +19,7 @@ from prefctl.store.delivery_history import get_delivery
 from tests.dispatcher.engine_helpers import CREDENTIALS, new_store, set_settings, subscribe
 from tests.dispatcher.engine_helpers import queue_events as engine_queue
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
-from tests.helpers import run_cli, run_with_terminal_stderr
+from tests.helpers import run_cli, run_in_terminal, run_with_terminal_stderr
 from tests.store.service_helpers import (
     OTHER_ACCOUNT,
     add_subscription,
@@ -228,6 +228,34 @@ def test_deadletters_purge_with_yes_deletes_only_the_selected(store: Path) -> No
     assert result.json == {"purged": 1}
     assert _state(store, 1) is None
     assert _state(store, 2) == "dead_lettered"
+
+
+def test_deadletters_purge_on_a_terminal_deletes_only_the_dead_letters_it_counted(
+    store: Path,
+) -> None:
+    # The question waits for a person; a dead letter that arrives meanwhile was not in the count
+    # they said yes to, and stays.
+    def dead_letter_arrives_then_yes() -> str:
+        conn = connect(store)
+        try:
+            first = get_delivery(conn, 1)
+            assert first is not None
+            (late,) = queue_event(conn, 5, [first.subscription_id], at=T0 + 100)
+            finish(conn, late.delivery_id, status=413, reason="PayloadTooLarge", at=T0 + 110)
+        finally:
+            conn.close()
+        return "y\n"
+
+    result = run_in_terminal(
+        "deadletters", "purge", "--reason", "PayloadTooLarge", "--store", str(store),
+        answers=[("delete 1 dead letter?", dead_letter_arrives_then_yes)],
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert "purged 1 dead letter" in result.output
+    assert _state(store, 1) is None
+    assert [r["event_id"] for r in run_cli("-o", "json", "deadletters", "list", "--reason",
+        "PayloadTooLarge", "--store", store).json] == [event_id(5)]  # fmt: skip
 
 
 # -- dead letters made by the real engine against real receivers -----------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thr
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver
 from prefctl.receiver.serve import start_in_thread as start_receiver
 from prefctl.webhooks.signature import SigningCredentials
-from tests.helpers import free_port
+from tests.helpers import free_port, run_in_terminal
 
 TIME_SCALE = 50.0
 
@@ -81,6 +82,22 @@ def test_subscriptions_create_waits_for_the_handshake_and_exits_0_on_succeeded(
         {"Entity": "Tags", "EventType": "tag.added"},
     ]
     assert "provisioned (Succeeded)" in result.stderr
+
+
+def test_subscriptions_create_verbose_on_a_terminal_logs_above_the_spinner(
+    emulator: RunningEmulator, receiver: RunningReceiver
+) -> None:
+    # -v logs while the provisioning spinner runs: each log line on a line of its own, never
+    # written into the spinner's line.
+    url = receiver.webhook_url + "?case=tty-logs"
+    result = run_in_terminal(
+        "-v", "subscriptions", "create", "--name", "tty-logs", "--url", url, "-e", "tag.added"
+    )
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", result.output)
+    logs = [line for line in re.split(r"\r\n|\r|\n", shown) if " INFO " in line]
+    assert any("/subscriptions/" in line for line in logs), shown  # a GET while it waited
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:", line) for line in logs), shown
 
 
 def test_subscriptions_create_no_wait_returns_at_once(

@@ -18,7 +18,7 @@ from prefctl.auth.cache import CachedToken, TokenCache
 from prefctl.clock import SystemClock
 from tests.auth.helpers import CLIENT_ID, CLIENT_SECRET, SCOPE, write_profile
 from tests.auth.stub_server import StubTokenService, running_stub
-from tests.helpers import free_port, run_cli
+from tests.helpers import free_port, run_cli, run_in_terminal
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +217,17 @@ def test_token_inspect_reads_stdin_and_prints_json(stub: StubTokenService) -> No
     assert data["claims"]["aud"] == "prefctl-api"
     assert 100 < data["seconds_left"] <= 120
     assert (data["expired"], data["verified"]) == (False, False)
+
+
+def test_token_inspect_dash_on_a_terminal_says_it_is_reading(stub: StubTokenService) -> None:
+    # '-' with stdin a terminal: without a word, prefctl would seem to hang.
+    token = stub.mint(lifetime=120)
+    result = run_in_terminal(
+        "token", "inspect", "-", answers=[("end it with Ctrl-D", token + "\n\x04")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "reading the token from the terminal" in result.output
+    assert "DEMO/admin" in result.output
 
 
 def test_token_inspect_without_argument_uses_the_profile_token(stub: StubTokenService) -> None:

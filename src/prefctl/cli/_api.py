@@ -3,7 +3,6 @@ stdin, and the options every REST command spells the same way."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli._context import get_state
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def api_client(state: State) -> Iterator[ApiClient]:
 def read_text(source: str) -> str:
     """The text of file ``source``, or of stdin for ``-``; UsageError when it cannot be read."""
     if source == "-":
-        return sys.stdin.read()
+        return get_state().out.read_stdin("the input")
     try:
         return Path(source).read_text(encoding="utf-8")
     except FileNotFoundError:

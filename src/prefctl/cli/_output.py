@@ -274,7 +274,9 @@ class Output:
             raise UsageError(f"{question} — refusing without confirmation", hint="pass --yes")
         from rich.prompt import Confirm
 
-        if not Confirm.ask(question, console=self.err, default=False):
+        with self._ending_line_on_interrupt():
+            answer = Confirm.ask(question, console=self.err, default=False)
+        if not answer:
             raise UsageError("cancelled")
 
     def prompt(self, label: str, *, secret: bool = False, default: str | None = None) -> str:
@@ -283,9 +285,40 @@ class Output:
             raise UsageError(f"missing value: {label}", hint="pass it as a flag")
         from rich.prompt import Prompt
 
-        if default is None:
-            return Prompt.ask(label, console=self.err, password=secret)
-        return Prompt.ask(label, console=self.err, password=secret, default=default)
+        with self._ending_line_on_interrupt():
+            if default is None:
+                return Prompt.ask(label, console=self.err, password=secret)
+            return Prompt.ask(label, console=self.err, password=secret, default=default)
+
+    @contextmanager
+    def _ending_line_on_interrupt(self) -> Iterator[None]:
+        # Ctrl-C at a question leaves the cursor after it: "interrupted" goes on a line of its own.
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.err.print()
+            raise
+
+    def read_stdin(self, what: str) -> str:
+        """All of stdin. When it is a terminal, a line on stderr first says that prefctl is
+        reading and how to end (else it would seem to hang)."""
+        if sys.stdin.isatty():
+            self.info(f"reading {what} from the terminal; end it with Ctrl-D")
+        return sys.stdin.read()
+
+
+class CurrentStderr:
+    """A stream that writes to ``sys.stderr`` as it is at each write, for the log handler.
+
+    While a spinner or progress bar runs, Rich's Live puts a proxy in ``sys.stderr`` that prints
+    each line above the bar; a handler holding the original stream would write into the bar's
+    line instead (``-v`` with a spinner on a terminal)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 @contextmanager

@@ -119,8 +119,9 @@ def root_callback(
     set_state(state)
     if verbose:
         from prefctl import logs
+        from prefctl.cli._output import CurrentStderr
 
-        logs.configure(verbose)
+        logs.configure(verbose, stream=CurrentStderr())
 
 
 class _Group(TyperGroup):

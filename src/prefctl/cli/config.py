@@ -302,9 +302,9 @@ def set_key(
     cfg = state.config()
     cfg.table(name)
     dotted, info = cfg_mod.key_info(key)
-    if value == "-":
+    if value == "-" and not (sys.stdin.isatty() and out.interactive):
         value = _first_line(sys.stdin.read())
-    elif value is None:
+    elif value is None or value == "-":  # '-' typed at a terminal: ask, without echo for secrets
         if not out.interactive:
             raise UsageError(f"missing VALUE for {dotted}", hint="pass it, or '-' to read stdin")
         value = out.prompt(dotted, secret=info.secret)

@@ -324,11 +324,13 @@ def purge(
     state = get_state()
     selection = _selection(reason, status, subscription, events, since, until, select_all)
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
-        count = len(deadletters.list_dead_letters(conn, selection))
-        if count:
-            noun = "dead letter" if count == 1 else "dead letters"
-            state.out.confirm(f"delete {count} {noun}?", assume_yes=yes)
-            count = deadletters.purge_dead_letters(conn, selection)
+        listed = deadletters.list_dead_letters(conn, selection)
+        count = 0
+        if listed:
+            noun = "dead letter" if len(listed) == 1 else "dead letters"
+            state.out.confirm(f"delete {len(listed)} {noun}?", assume_yes=yes)
+            counted = {record.delivery_id for record in listed}
+            count = deadletters.purge_dead_letters(conn, selection, counted=counted)
     if state.json:
         state.out.json({"purged": count})
     state.out.success(f"purged {count} {'dead letter' if count == 1 else 'dead letters'}")

@@ -126,11 +126,12 @@ def start(
     Failure alerts go to alerts.mbox in the data dir, or by SMTP with --smtp-host.
     """
     from prefctl import logs
+    from prefctl.cli._output import CurrentStderr
     from prefctl.config import config_path
     from prefctl.emulator.serve import EmulatorConfig
 
     state = get_state()
-    logs.configure(state.verbosity)
+    logs.configure(state.verbosity, stream=CurrentStderr())
     smtp = _smtp_settings(smtp_host, smtp_port, smtp_starttls, smtp_user, smtp_from)
     config = EmulatorConfig(
         host=host,

@@ -6,7 +6,6 @@ this is the full path (fetching, ``--force``, ``--json``, ``-v``, error messages
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -142,7 +141,7 @@ def clear_tokens(
 def _token_text(state: State, token: str | None) -> str:
     if token is None:
         return _provider(state.profile()).token().access_token
-    text = sys.stdin.read() if token == "-" else token
+    text = state.out.read_stdin("the token") if token == "-" else token
     text = text.strip()
     if not text:
         raise UsageError(

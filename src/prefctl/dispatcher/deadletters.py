@@ -25,7 +25,7 @@ id when the event went to several subscriptions.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -246,8 +246,21 @@ def _export_lines(conn: sqlite3.Connection, selection: DeadLetterFilter) -> Iter
         yield orjson.dumps(exported)
 
 
-def purge_dead_letters(conn: sqlite3.Connection, selection: DeadLetterFilter) -> int:
-    """Delete the selected dead letters and their attempt logs; returns how many."""
+def purge_dead_letters(
+    conn: sqlite3.Connection,
+    selection: DeadLetterFilter,
+    *,
+    counted: Collection[int] | None = None,
+) -> int:
+    """Delete the selected dead letters and their attempt logs; returns how many.
+
+    ``counted`` (delivery ids) keeps it to the dead letters a user was shown before agreeing:
+    one dead-lettered while the question waited is not deleted unseen.
+    """
     with transaction(conn):
-        ids = [record.delivery_id for record in list_dead_letters(conn, selection)]
+        ids = [
+            record.delivery_id
+            for record in list_dead_letters(conn, selection)
+            if counted is None or record.delivery_id in counted
+        ]
         return delete_deliveries(conn, ids)
