@@ -36,7 +36,7 @@ Every command and group also takes `-h` / `--help`. Groups called without a comm
 their help on stderr and exit 2 (a usage error: stdout stays empty, also with `-o json`).
 
 Exit codes: 0 success; 1 the operation failed (API error, verification or check failed, wait
-condition not met); 2 usage or configuration error; 3 authentication or permission error;
+condition not met); 2 usage or configuration error (also a confirmation answered no); 3 authentication or permission error;
 4 not found; 5 service unreachable or timed out; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, which
 runs the same clean-up as Ctrl-C; servers stop normally on SIGTERM and exit 0).
 """
