@@ -3,10 +3,14 @@ options of ``prefctl emulator start``."""
 
 from __future__ import annotations
 
+import mailbox
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
+from email import message_from_bytes, message_from_string
 from email.message import EmailMessage
+from email.policy import default
+from email.utils import getaddresses
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,8 @@ from prefctl.dispatcher.observer import ObserverContext
 from prefctl.emulator import admin, paths
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread
 from prefctl.store import accounts, subscriptions
-from prefctl.store.db import transaction
+from prefctl.store import alerts as alert_store
+from prefctl.store.db import open_store, transaction
 from tests.helpers import CliResult, free_port, run_cli
 
 RECIPIENT = "ops@example.com"
@@ -290,6 +295,166 @@ def test_alerts_show_unknown_id_exits_4(alerts: dict[str, int]) -> None:
 
     assert result.exit_code == 4
     assert "no alert 42" in result.stderr
+
+
+# -- a store and an mbox kept across a reset, non-ASCII names -------------------------------------
+ZURICH = "Bestellungen – Zürich"
+JAPANESE = "注文サービス"
+LONG = "a-very-long-subscription-name-that-folds-the-subject-" + "x" * 40
+
+
+@pytest.fixture
+def mixed_alerts(isolated_env: Path) -> dict[str, str]:
+    """Alerts of a first store, kept only in alerts.mbox after a reset, then alerts of the new
+    store (one whose SMTP server refused, so it went to the mbox with its error), subscriptions
+    with non-ASCII and long names, and a message in the mbox that is not an alert. Returns the
+    Message-IDs of the mbox-only alerts by subscription name."""
+    clock = FakeClock()
+    mailer = Mailer.for_data_dir(data_dir())
+    for name in ("orders", ZURICH):
+        url = f"https://hooks.example/{len(name)}"
+        dead_letter(add_alerting_subscription(name, url), clock, mailer)
+        clock.advance(600)
+    old = {alert["subscription_name"]: alert["message_id"] for alert in listed().json}
+    admin.reset_store(data_dir())
+    MboxSink(data_dir() / MBOX_FILE).deliver(_foreign_message())
+    for name in (ZURICH, JAPANESE, LONG):
+        subscription = add_alerting_subscription(name, f"https://hooks.example/ü/{len(name)}")
+        dead_letter(subscription, clock, mailer, event_id=f"evt-{len(name)}")
+        clock.advance(600)
+    refusing = Mailer.for_data_dir(data_dir(), SmtpSettings("127.0.0.1", free_port(), timeout=5))
+    dead_letter(subscription, clock, refusing, event_id="evt-refused")
+    return old
+
+
+def alert_emails() -> dict[str, EmailMessage]:
+    """Every alert email of the data dir, read in full by the email package, by Message-ID: the
+    store's text, else the mbox's first."""
+    emails: dict[str, EmailMessage] = {}
+    for message in mailbox.mbox(data_dir() / MBOX_FILE):
+        parsed = message_from_bytes(message.as_bytes(), policy=default)
+        if parsed["X-Prefctl-Alert-Id"] is not None:
+            emails.setdefault(str(parsed["Message-ID"]), parsed)  # type: ignore[arg-type]
+    with open_store(paths.store_path(data_dir())) as conn:
+        for record in alert_store.list_alerts(conn):
+            emails[record.message_id] = message_from_string(record.message, policy=default)  # type: ignore[assignment]
+    return emails
+
+
+def as_its_email_says(message: EmailMessage) -> dict[str, Any]:
+    """The listed fields an alert email gives, as the email package reads them."""
+
+    def text(name: str) -> str | None:
+        value = message[name]
+        return None if value is None else str(value).strip()
+
+    def number(name: str) -> int | None:
+        value = message[name]
+        return None if value is None else int(str(value))
+
+    return {
+        "message_id": str(message["Message-ID"]),
+        "account": text("X-Prefctl-Account"),
+        "environment": text("X-Prefctl-Environment"),
+        "subscription_id": number("X-Prefctl-Subscription-Id"),
+        "subscription_name": str(message["X-Prefctl-Subscription-Name"]),
+        "incident_id": number("X-Prefctl-Incident-Id"),
+        "kind": text("X-Prefctl-Alert-Kind"),
+        "dead_letters": number("X-Prefctl-Dead-Letters"),
+        "recipients": [address for _, address in getaddresses(message.get_all("To", []))],
+        "subject": text("Subject"),
+    }
+
+
+def test_alerts_list_reads_every_alert_as_its_email_says_once(
+    mixed_alerts: dict[str, str],
+) -> None:
+    alerts = listed().json
+    emails = alert_emails()
+
+    assert sorted(a["message_id"] for a in alerts) == sorted(emails)
+    for alert in alerts:
+        email_fields = as_its_email_says(emails[alert["message_id"]])
+        assert {key: alert[key] for key in email_fields} == email_fields
+    assert [a["created_at"] for a in alerts] == sorted(a["created_at"] for a in alerts)
+    names = [a["subscription_name"] for a in alerts]
+    assert names == ["orders", ZURICH, ZURICH, JAPANESE, LONG, LONG]
+    assert ZURICH in alerts[1]["subject"]
+    assert JAPANESE in alerts[3]["subject"]
+
+
+def test_alerts_list_after_a_reset_gives_mbox_only_alerts_no_sending_record(
+    mixed_alerts: dict[str, str],
+) -> None:
+    alerts = listed().json
+
+    sending = [(a["id"], a["sink"], a["sent_at"] is not None, a["smtp_error"]) for a in alerts]
+    assert sending[:5] == [
+        (1, "mbox", False, None),  # the first store's, in the mbox only
+        (2, "mbox", False, None),
+        (1, "mbox", True, None),  # the new store's
+        (2, "mbox", True, None),
+        (3, "mbox", True, None),
+    ]
+    assert sending[5][:3] == (4, "mbox", True)
+    assert "cannot send through the SMTP server 127.0.0.1" in sending[5][3]
+    assert [a["message_id"] for a in alerts[:2]] == list(mixed_alerts.values())
+
+
+def test_alerts_list_filters_non_ascii_names_across_a_reset(
+    mixed_alerts: dict[str, str],
+) -> None:
+    by_name = listed("--subscription", ZURICH).json
+    by_id = listed("-s", "3").json  # LONG in the new store
+
+    assert [(a["id"], a["sent_at"] is None) for a in by_name] == [(2, True), (1, False)]
+    assert [a["subscription_name"] for a in by_id] == [LONG, LONG]
+    assert listed("-s", JAPANESE, "--since", "2026-01-01T00:35:00Z").json == []
+
+
+def test_alerts_show_id_shows_the_new_stores_alert_and_the_old_one_by_message_id(
+    mixed_alerts: dict[str, str],
+) -> None:
+    new = run_cli("alerts", "show", "1", "-o", "json")
+    old = run_cli("alerts", "show", mixed_alerts["orders"], "-o", "json")
+
+    assert (new.exit_code, old.exit_code) == (0, 0), new.output + old.output
+    assert (new.json["subscription_name"], new.json["sent_at"] is None) == (ZURICH, False)
+    assert (old.json["id"], old.json["subscription_name"], old.json["sent_at"]) == (
+        1,
+        "orders",
+        None,
+    )
+    assert old.json["message"] == alert_emails()[mixed_alerts["orders"]].as_string()
+    assert "evt-1" in old.json["body"]
+
+
+def test_alerts_show_prints_non_ascii_text_decoded(mixed_alerts: dict[str, str]) -> None:
+    by_id = run_cli("alerts", "show", "2")
+    by_message_id = run_cli("alerts", "show", mixed_alerts[ZURICH])
+
+    assert by_id.exit_code == 0, by_id.output
+    assert (
+        "Subject: [Sandbox] DEMO_CORP: 1 webhook event dead-lettered for subscription"
+        in by_id.stdout
+    )
+    assert f"Subscription:   {JAPANESE} (Id 2)" in by_id.stdout
+    assert f"Url:            https://hooks.example/ü/{len(JAPANESE)}" in by_id.stdout
+    assert by_message_id.exit_code == 0, by_message_id.output
+    assert f"Subscription:   {ZURICH} (Id 2)" in by_message_id.stdout
+    assert "sent at" not in by_message_id.stdout
+
+
+def test_alerts_show_message_id_with_or_without_angle_brackets_is_the_same_alert(
+    mixed_alerts: dict[str, str],
+) -> None:
+    message_id = listed().json[4]["message_id"]
+
+    shown = [run_cli("alerts", "show", ref, "-o", "json") for ref in (message_id, message_id[1:-1])]
+
+    assert [result.exit_code for result in shown] == [0, 0]
+    assert shown[0].stdout == shown[1].stdout
+    assert shown[0].json["subscription_name"] == LONG
 
 
 # -- SMTP options of emulator start ---------------------------------------------------------------

@@ -9,14 +9,19 @@ A data dir that does not exist is ``ConfigError`` (exit 2); one with no alerts l
 ``subscription`` (Name or Id) that names no subscription of the store and no alert (at any time:
 a deleted subscription's alerts stay in the mbox with its Id and Name) is ``NotFoundError``.
 
+Listing reads the headers of each alert only (``mail.parse_headers``), and skips an mbox alert
+the store already has; ``show_alert`` looks in the store first, stops at its match, and parses
+that one alert in full.
+
     >>> entries = list_alerts(data_dir, subscription="orders", since=epoch_seconds)
     >>> show_alert(data_dir, "3").message.get_content()
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -24,7 +29,14 @@ from email.utils import getaddresses, parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from prefctl.dispatcher.mail import MBOX_FILE, parse_message, read_mbox
+from prefctl.dispatcher.mail import (
+    MBOX_FILE,
+    DecodedHeaders,
+    message_id,
+    parse_headers,
+    parse_message,
+    read_mbox_bytes,
+)
 from prefctl.errors import ConfigError, NotFoundError
 from prefctl.store import accounts, subscriptions
 from prefctl.store import alerts as store
@@ -35,7 +47,10 @@ __all__ = ["AlertEntry", "list_alerts", "show_alert"]
 
 @dataclass(frozen=True)
 class AlertEntry:
-    """One alert email and what is known of its sending (nothing more for a mbox-only one)."""
+    """One alert email and what is known of its sending (nothing more for a mbox-only one).
+
+    The entries of ``list_alerts`` hold the headers of the email and its body unparsed
+    (``get_content()`` still reads it); ``show_alert``'s holds the whole parsed email."""
 
     message: EmailMessage
     created_at: float
@@ -45,24 +60,23 @@ class AlertEntry:
     def id(self) -> int | None:
         if self.record is not None:
             return self.record.id
-        return _int(self.message["X-Prefctl-Alert-Id"])
+        return _int(self._headers.get("X-Prefctl-Alert-Id"))
 
     @property
     def message_id(self) -> str:
-        return str(self.message["Message-ID"] or "")
+        return self._headers.get("Message-ID") or ""
 
     @property
     def subscription_id(self) -> int | None:
-        return _int(self.message["X-Prefctl-Subscription-Id"])
+        return _int(self._headers.get("X-Prefctl-Subscription-Id"))
 
     @property
     def subscription_name(self) -> str | None:
-        name = self.message["X-Prefctl-Subscription-Name"]
-        return None if name is None else str(name)
+        return self._headers.get("X-Prefctl-Subscription-Name")
 
     def to_dict(self) -> dict[str, Any]:
         """snake_case keys, RFC 3339 times; ``sink`` is ``mbox`` for an alert found only there."""
-        header, record = self.message, self.record
+        header, record = self._headers.get, self.record
         return {
             "id": self.id,
             "message_id": self.message_id,
@@ -71,39 +85,36 @@ class AlertEntry:
             "state": record.state if record else "sent",
             "sink": record.sink if record else "mbox",
             "smtp_error": record.smtp_error if record else None,
-            "account": _text(header["X-Prefctl-Account"]),
-            "environment": _text(header["X-Prefctl-Environment"]),
+            "account": _text(header("X-Prefctl-Account")),
+            "environment": _text(header("X-Prefctl-Environment")),
             "subscription_id": self.subscription_id,
             "subscription_name": self.subscription_name,
-            "incident_id": _int(header["X-Prefctl-Incident-Id"]),
-            "kind": _text(header["X-Prefctl-Alert-Kind"]),
-            "dead_letters": _int(header["X-Prefctl-Dead-Letters"]),
-            "recipients": [address for _, address in getaddresses(header.get_all("To", []))],
-            "subject": _text(header["Subject"]),
+            "incident_id": _int(header("X-Prefctl-Incident-Id")),
+            "kind": _text(header("X-Prefctl-Alert-Kind")),
+            "dead_letters": _int(header("X-Prefctl-Dead-Letters")),
+            "recipients": list(_recipients(tuple(self._headers.get_all("To")))),
+            "subject": _text(header("Subject")),
         }
+
+    @functools.cached_property
+    def _headers(self) -> DecodedHeaders:
+        return DecodedHeaders(self.message)
 
 
 def list_alerts(
     data_dir: Path, *, subscription: str | None = None, since: float | None = None
 ) -> list[AlertEntry]:
     """Alerts of the data dir, oldest first; ``subscription`` is an id or a name."""
-    if not data_dir.is_dir():
-        raise ConfigError(
-            f"no data dir at {data_dir}",
-            hint="start the emulator with 'prefctl emulator start', or pass --data-dir D",
-        )
+    _require_data_dir(data_dir)
     entries: dict[str, AlertEntry] = {}
     with _store(data_dir) as conn:
         names = _subscription_names(conn)
         if conn is not None:
             for record in store.list_alerts(conn):
-                entry = AlertEntry(parse_message(record.message), record.created_at, record)
+                entry = AlertEntry(parse_headers(record.message), record.created_at, record)
                 entries[record.message_id] = entry
-    for message in read_mbox(data_dir / MBOX_FILE):
-        message_id = str(message["Message-ID"] or "")
-        if message_id in entries or message["X-Prefctl-Alert-Id"] is None:
-            continue  # known from the store, or not an alert of prefctl
-        entries[message_id] = AlertEntry(message, _date(message))
+    for entry, _text in _mbox_alerts(data_dir, entries):
+        entries[entry.message_id] = entry
     selected = [e for e in entries.values() if _matches(e, subscription)]
     if subscription is not None and not selected and not _names_one(names, subscription):
         raise NotFoundError(
@@ -115,19 +126,62 @@ def list_alerts(
 
 
 def show_alert(data_dir: Path, ident: str) -> AlertEntry:
-    """The alert with this id (as listed) or Message-ID (angle brackets optional)."""
+    """The alert with this id (as listed) or Message-ID (angle brackets optional).
+
+    The store's alerts are searched first, oldest first, as listed: an mbox kept across a reset
+    may repeat an id. The mbox is read only when none of them is the one."""
     wanted = ident.strip()
-    entries = list_alerts(data_dir)
-    # The store's alerts first: an mbox kept across a reset may repeat an id.
-    entries.sort(key=lambda e: e.record is None)
-    for entry in entries:
-        if wanted.isdigit() and entry.id == int(wanted):
-            return entry
-        if entry.message_id.strip("<>") == wanted.strip("<>"):
-            return entry
+    _require_data_dir(data_dir)
+    with _store(data_dir) as conn:
+        records = [] if conn is None else store.list_alerts(conn)
+    # One record per Message-ID, the one list_alerts keeps.
+    kept = {record.message_id: record for record in records}
+    for record in sorted(kept.values(), key=lambda r: (r.created_at, r.id)):
+        if _is_wanted(wanted, record.id, message_id(record.message)):
+            return AlertEntry(parse_message(record.message), record.created_at, record)
+    found = [
+        (entry, text)
+        for entry, text in _mbox_alerts(data_dir, kept)
+        if _is_wanted(wanted, entry.id, entry.message_id)
+    ]
+    if found:
+        entry, text = min(found, key=lambda item: (item[0].created_at, item[0].id or 0))
+        return AlertEntry(parse_message(text), entry.created_at)
     raise NotFoundError(
         f"no alert {ident} in {data_dir}", hint="'prefctl alerts list' shows the alerts"
     )
+
+
+def _require_data_dir(data_dir: Path) -> None:
+    if not data_dir.is_dir():
+        raise ConfigError(
+            f"no data dir at {data_dir}",
+            hint="start the emulator with 'prefctl emulator start', or pass --data-dir D",
+        )
+
+
+def _mbox_alerts(data_dir: Path, store_ids: Collection[str]) -> list[tuple[AlertEntry, bytes]]:
+    """The alerts of the mbox (the first of each Message-ID) that are not in the store, with
+    their text. Only their headers are parsed, and only of those not in the store."""
+    found = []
+    seen = set(store_ids)
+    for text in read_mbox_bytes(data_dir / MBOX_FILE):
+        known_id = message_id(text)
+        if known_id in seen:
+            continue  # the store's record of it is listed
+        message = parse_headers(text)
+        headers = DecodedHeaders(message)
+        if headers.get("X-Prefctl-Alert-Id") is None:
+            continue  # not an alert of prefctl
+        seen.add(known_id)
+        found.append((AlertEntry(message, _date(headers)), text))
+    return found
+
+
+def _is_wanted(wanted: str, alert_id: int | None, message_id: str) -> bool:
+    if wanted.isdigit() and alert_id == int(wanted):
+        return True
+    return message_id.strip("<>") == wanted.strip("<>")
 
 
 @contextmanager
@@ -168,11 +222,17 @@ def _matches(entry: AlertEntry, subscription: str | None) -> bool:
     return entry.subscription_name == subscription
 
 
-def _date(message: EmailMessage) -> float:
+def _date(headers: DecodedHeaders) -> float:
     try:
-        return parsedate_to_datetime(str(message["Date"])).timestamp()
+        return parsedate_to_datetime(str(headers.get("Date"))).timestamp()
     except (TypeError, ValueError):
         return 0.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _recipients(to: tuple[str, ...]) -> tuple[str, ...]:
+    # Alerts of a subscription repeat its recipients.
+    return tuple(address for _, address in getaddresses(to))
 
 
 def _int(value: object) -> int | None:
