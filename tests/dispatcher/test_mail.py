@@ -225,6 +225,28 @@ def test_mbox_sink_appends_private_messages_that_mailbox_reads_back(tmp_path: Pa
     assert "alerting paused" in read_mbox(path)[1]["Subject"]
 
 
+def test_mbox_sink_writes_the_bytes_mailbox_would_without_reading_the_file(
+    tmp_path: Path,
+) -> None:
+    # The sink appends without mailbox.mbox.add, which reads the whole file first on every
+    # alert; its bytes must be the ones mailbox writes, quoting included.
+    messages = [message("<a@demo-corp.prefctl>"), message("<b@demo-corp.prefctl>")]
+    tricky = EmailMessage()
+    tricky["Subject"] = "no final newline"
+    tricky.set_payload("From the start\nFrom here on, and no newline at the end")
+    for email in [*messages, tricky]:
+        email.set_unixfrom("From MAILER-DAEMON Thu Jan  1 00:00:00 2026")
+    ours, theirs = tmp_path / "ours.mbox", tmp_path / "theirs.mbox"
+    for email in [*messages, tricky]:
+        MboxSink(ours).deliver(email)
+    box = mailbox.mbox(theirs)
+    for email in [*messages, tricky]:
+        box.add(email)
+    box.close()
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert b"\n>From the start" in ours.read_bytes()
+
+
 def test_read_mbox_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_mbox(tmp_path / MBOX_FILE) == []
 

@@ -191,12 +191,41 @@ class MboxSink:
 
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-            with _locked_mbox(self.path) as box:
-                box.add(message)
-                box.flush()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with open(fd, "ab") as file, _locked_mbox(self.path) as box:
+                if os.linesep != "\n":
+                    box.add(message)
+                    box.flush()
+                    return
+                # mailbox.mbox.add reads the whole file first to index it (~0.2 s per alert with
+                # 5,000 in it): the same bytes are appended here without that.
+                before = file.tell()
+                try:
+                    file.write(_mbox_entry(message))
+                    file.flush()
+                    os.fsync(file.fileno())
+                except BaseException:
+                    file.truncate(before)
+                    raise
         except (OSError, mailbox.Error) as exc:
             raise PrefctlError(f"cannot append the alert to {self.path}: {exc}") from None
+
+
+def _mbox_entry(message: EmailMessage) -> bytes:
+    """``message`` as ``mailbox.mbox.add`` appends it: a From line, the message with its body's
+    "From " lines quoted, a final newline, and an empty line."""
+    import io
+    from email.generator import BytesGenerator
+
+    buffer = io.BytesIO()
+    BytesGenerator(buffer, True, 0).flatten(message)
+    data = buffer.getvalue()
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    unixfrom = message.get_unixfrom()
+    if unixfrom is None:
+        unixfrom = "From MAILER-DAEMON " + time.asctime(time.gmtime())
+    return unixfrom.encode("ascii") + b"\n" + data + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
