@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from prefctl.api.imports import chunks, parse_records
+from prefctl.api.imports import parse_records
 from prefctl.clock import parse_moment
 from prefctl.errors import UsageError
 
@@ -32,11 +32,6 @@ def test_parse_records_reads_a_json_array_and_ndjson_alike() -> None:
 def test_parse_records_bad_input_is_usage_error_naming_where(text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_records(text, "f")
-
-
-def test_chunks_slices_records_in_order() -> None:
-    records = [{"n": n} for n in range(5)]
-    assert [len(c) for c in chunks(records, 2)] == [2, 2, 1]
 
 
 @pytest.mark.parametrize(

@@ -155,3 +155,82 @@ def test_import_that_cannot_write_fails_with_the_reason(
     assert (job.state, job.processed_records, job.created_profiles) == ("Failed", 1, 1)
     assert job.error is not None
     assert "disk full" in job.error
+
+
+def test_import_step_stops_at_its_time_budget_and_the_last_step_completes(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    import_id = _staged(conn, [{"Tags": [f"t{n}"]} for n in range(1, 6)])
+    ticks = iter(range(1_000))  # each look at the clock: one more second
+
+    def monotonic() -> float:
+        return float(next(ticks))
+
+    first = imports.run_import_step(
+        conn, ACCOUNT, import_id, clock=clock, budget=2.0, monotonic=monotonic
+    )
+    states = [first.state]
+    while states[-1] != "Completed" and len(states) < 10:
+        step = imports.run_import_step(
+            conn, ACCOUNT, import_id, clock=clock, budget=2.0, monotonic=monotonic
+        )
+        states.append(step.state)
+    assert (first.state, first.processed_records, first.created_profiles) == ("Processing", 2, 2)
+    assert states == ["Processing", "Processing", "Completed"]  # 2 + 2 + 1 records
+    assert _status(conn, import_id).created_profiles == 5
+
+
+def test_import_step_as_a_job_of_the_writer_process_pickles_and_runs(
+    conn: sqlite3.Connection,
+) -> None:
+    import pickle
+
+    import_id = _staged(conn, [{}, {}])
+    step = pickle.loads(pickle.dumps(imports.ImportStep(ACCOUNT, import_id, now=T0)))
+
+    with transaction(conn):  # the writer process runs jobs inside its transaction
+        state = step(conn)
+
+    assert state == "Completed"
+    job = _status(conn, import_id)
+    assert (job.processed_records, job.created_profiles) == (2, 2)
+    profile = profiles.get_profile(conn, ACCOUNT, 1001)
+    assert profile is not None
+    assert profile["Edited"]["CreateDate"] == "2026-01-01T00:00:00.000Z"  # stamped ``now``
+
+
+def test_fail_import_marks_an_unfinished_import_failed_and_leaves_a_finished_one(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    running = _staged(conn, [{}])
+    done = _staged(conn, [{}])
+    imports.run_import(conn, ACCOUNT, done, clock=clock)
+    assert imports.unfinished_imports(conn) == [(ACCOUNT, running)]
+
+    failed = imports.fail_import(conn, ACCOUNT, running, error="OSError: disk full", now=T0)
+    kept = imports.fail_import(conn, ACCOUNT, done, error="too late", now=T0)
+
+    assert (failed.state, failed.error) == ("Failed", "OSError: disk full")
+    assert (kept.state, kept.error) == ("Completed", None)
+    assert imports.unfinished_imports(conn) == []
+
+
+def test_staged_records_are_dropped_as_they_are_done_and_when_an_import_fails(
+    conn: sqlite3.Connection, clock: FakeClock
+) -> None:
+    # Kept, each import would grow the store by its size for good.
+    def staged_rows(import_id: int) -> int:
+        sql = "SELECT count(*) FROM import_records WHERE import_id = ?"
+        return int(conn.execute(sql, (import_id,)).fetchone()[0])
+
+    done = _staged(conn, [{"Tags": [str(n)]} for n in range(5)])
+    with transaction(conn):
+        step = imports.run_import_step(conn, ACCOUNT, done, clock=clock, batch_size=2)
+    assert (step.processed_records, staged_rows(done)) == (2, 3)
+    assert imports.run_import(conn, ACCOUNT, done, clock=clock).state == "Completed"
+    assert staged_rows(done) == 0
+    assert _status(conn, done).created_profiles == 5
+    failed = _staged(conn, [{}, {}])
+    with transaction(conn):
+        imports.fail_import(conn, ACCOUNT, failed, error="stopped", now=T0)
+    assert (_status(conn, failed).state, staged_rows(failed)) == ("Failed", 0)

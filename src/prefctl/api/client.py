@@ -44,6 +44,8 @@ __all__ = [
     "as_page",
     "as_resource",
     "encode_body",
+    "finite_float",
+    "not_json_constant",
     "parse_json",
 ]
 
@@ -232,14 +234,16 @@ def parse_json(text: str) -> Any:
     any other JSON error."""
     import json
 
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+    return json.loads(text, parse_constant=not_json_constant, parse_float=finite_float)
 
 
-def _not_json(name: str) -> Any:
+def not_json_constant(name: str) -> Any:
+    """For ``json``'s ``parse_constant``: NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not JSON")
 
 
-def _finite_float(text: str) -> float:
+def finite_float(text: str) -> float:
+    """For ``json``'s ``parse_float``: a number beyond a double is refused, not made infinite."""
     value = float(text)
     if math.isinf(value):
         raise ValueError(f"the number {text} is beyond what JSON numbers can carry here")

@@ -1,16 +1,20 @@
 """``prefctl profiles import``: bulk import with a progress bar (registered by ``cli.profiles``).
 
-Records are staged in chunks, the import is executed, and its status is polled with a spinner
-until it is Completed or Failed. Bulk import generates no events.
+Every record is checked first (nothing is sent when one is bad), then staged in chunks, read
+again from the file (memory stays about one chunk whatever the file's size); the import is
+executed, and its status is polled with a spinner until it is Completed or Failed. Bulk import
+generates no events.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prefctl.cli._api import WaitTimeoutOption, api_client, read_text, source_name
+from prefctl.cli._api import WaitTimeoutOption, api_client, source_name
 from prefctl.cli._context import get_state
 from prefctl.errors import PrefctlError
 
@@ -38,27 +42,31 @@ def import_profiles(
     Stages the records in chunks with a progress bar, executes the import and waits for it.
     Exit 1 when the import Failed (or, with --strict, when any record failed); record errors are listed.
     """
-    from prefctl.api.imports import ImportsApi, parse_records
+    from prefctl.api.imports import ImportFile, ImportsApi
     from prefctl.clock import SystemClock
 
     state = get_state()
-    records = parse_records(read_text(file), source_name(file))
-    with api_client(state) as client:
-        api = ImportsApi(client)
-        with state.out.progress("staging", total=len(records)) as advance:
-            import_id = int(api.initiate()["ImportId"])
-            api.stage_all(import_id, records, chunk_size=chunk_size, on_staged=advance)
-        api.execute(import_id)
-        with state.out.status(f"import {import_id}: queued") as show:
-            job = api.wait_until_done(
-                import_id,
-                timeout=wait_timeout,
-                clock=SystemClock(),
-                on_status=lambda job: show(
-                    f"import {import_id}: {job.get('State')} "
-                    f"{job.get('ProcessedRecords', 0)}/{job.get('TotalRecords', len(records))}"
-                ),
-            )
+    where = source_name(file)
+    source = sys.stdin if file == "-" else Path(file)
+    with ImportFile.open(source, where) as records:
+        with state.out.status(f"checking {where}"):
+            total = records.check()  # every record, before anything is sent
+        with api_client(state) as client:
+            api = ImportsApi(client)
+            with state.out.progress("staging", total=total) as advance:
+                import_id = int(api.initiate()["ImportId"])
+                api.stage_all(import_id, records, chunk_size=chunk_size, on_staged=advance)
+            api.execute(import_id)
+            with state.out.status(f"import {import_id}: queued") as show:
+                job = api.wait_until_done(
+                    import_id,
+                    timeout=wait_timeout,
+                    clock=SystemClock(),
+                    on_status=lambda job: show(
+                        f"import {import_id}: {job.get('State')} "
+                        f"{job.get('ProcessedRecords', 0)}/{job.get('TotalRecords', total)}"
+                    ),
+                )
     _import_summary(state, job, strict=strict)
 
 

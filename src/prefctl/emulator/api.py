@@ -3,7 +3,8 @@
 ``register(app, ctx)`` (listed in ``app.EXTENSIONS``) does four things:
 
 1. includes the routers of ``prefctl.emulator.routes`` (profiles, imports, programs, events,
-   settings, and subscriptions and the validation URL once those modules exist);
+   settings, and subscriptions and the validation URL once those modules exist), and the
+   background ``service`` a route module may have (the imports' runs);
 2. answers **every** error as ``application/problem+json`` ``{type, title, status, detail,
    errors?}``: ``ProblemError``s, ``PrefctlError``s (see ``routes._common.problem_for``), FastAPI's
    request validation (400, ``errors: [{field, message}]`` with the wire path of each field),
@@ -88,7 +89,10 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
         for module in (f"prefctl.emulator.routes.{name}" for name in OPTIONAL_ROUTERS)
         if importlib.util.find_spec(module) is not None
     ]
-    routers: list[APIRouter] = [importlib.import_module(module).router for module in modules]
+    loaded = [importlib.import_module(module) for module in modules]
+    routers: list[APIRouter] = [module.router for module in loaded]
+    # A route module's background work (``service``) stops before the writer process it uses.
+    ctx.services += [module.service for module in loaded if hasattr(module, "service")]
     for router in routers:
         app.include_router(router)
     # Every API route with its own path, for the Allow header of a 405 (see _allowed).

@@ -2,49 +2,72 @@
 
 States::
 
-    Initiated ──stage──▶ Staging ──execute──▶ Queued ──run_import──▶ Processing ──▶ Completed
-                                                                          └── an error ──▶ Failed
+    Initiated ──stage──▶ Staging ──execute──▶ Queued ──steps──▶ Processing ──▶ Completed
+                                                                     └── an error ──▶ Failed
 
 Each record is an upsert: with the ProfileId of an existing profile it replaces that profile,
 without a ProfileId it creates one (next id of the account); an unknown ProfileId, or a record
 that is not a valid profile, becomes a per-record error and the others go on. Records are
-numbered 1, 2, … in staging order. ``run_import`` commits one transaction per batch and counts
-what it processed, so an import interrupted by a crash resumes where it stopped. Profiles are
-written as the REST path writes them (Edited stamped with the importing user) but the spec says
-bulk import produces no events, so none are stored and nothing is delivered.
+numbered 1, 2, … in staging order. Profiles are written as the REST path writes them (Edited
+stamped with the importing user) but the spec says bulk import produces no events, so none are
+stored and nothing is delivered.
 
-``initiate_import``, ``stage_records``, ``queue_import`` and ``get_import`` run in the caller's
-transaction; ``run_import`` opens its own, one per batch.
+Execution is a series of **steps**, each one transaction: ``run_import_step`` processes the records
+after ``ProcessedRecords`` — at most ``batch_size`` of them and stopping once ``budget`` seconds
+have passed — and moves the counters in the same transaction, so a step is applied whole or not
+at all. A run cut short (a stop, a crash, a killed writer process) leaves the import Processing
+with counters that match the profiles written, and the next step resumes after the last committed
+one: no record is lost or applied twice. The last step marks the import Completed; ``fail_import``
+marks it Failed with the error that stopped it. The emulator runs each step as a job of its writer
+process (``ImportStep``), so profile writes queued meanwhile go in between steps; ``run_import``
+runs them all on one connection (tests, tools).
+
+``initiate_import``, ``stage_records``, ``queue_import``, ``get_import``, ``run_import_step`` and
+``fail_import`` run in the caller's transaction when one is open; ``run_import`` opens its own,
+one per step.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
-from prefctl.clock import Clock
+from prefctl.clock import Clock, FakeClock
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import profiles
-from prefctl.store.db import transaction
-from prefctl.store.timestamps import epoch, wire_time
+from prefctl.store.db import atomic, transaction
+from prefctl.store.timestamps import epoch, from_epoch, wire_time
 
 __all__ = [
+    "BATCH_SIZE",
+    "STEP_SECONDS",
     "ImportJob",
     "ImportState",
+    "ImportStep",
     "RecordError",
+    "fail_import",
+    "failure_reason",
     "get_import",
     "initiate_import",
     "queue_import",
     "run_import",
+    "run_import_step",
     "stage_records",
+    "unfinished_imports",
 ]
 
 ImportState = Literal["Initiated", "Staging", "Queued", "Processing", "Completed", "Failed"]
+# One step (one transaction) processes at most this many records, and stops early once
+# STEP_SECONDS have passed: the store's write lock is held for tens of milliseconds at a time, so
+# the API's profile writes are served between steps while a large import runs.
 BATCH_SIZE = 500
+STEP_SECONDS = 0.05
+_EXECUTABLE = ("Queued", "Processing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,36 +173,146 @@ def run_import(
     *,
     clock: Clock,
     batch_size: int = BATCH_SIZE,
+    budget: float = STEP_SECONDS,
 ) -> ImportJob:
     """Process a Queued (or interrupted Processing) import to Completed, one transaction per
-    batch. A finished import is returned as it is. An error that stops the run marks the import
-    Failed with the error and is raised again."""
+    step (``run_import_step``). A finished import is returned as it is. An error that stops the
+    run marks the import Failed with the error and is raised again."""
     job = _require(conn, account, import_id)
-    if job.state in ("Completed", "Failed"):
+    if _finished(job):
         return job
-    if job.state not in ("Queued", "Processing"):
-        raise UsageError(f"import {import_id} is {job.state}; execute it first")
     try:
-        with transaction(conn):
-            conn.execute(
-                "UPDATE imports SET state = 'Processing', modified_at = ? WHERE id = ?",
-                (epoch(clock.now()), import_id),
-            )
-        while _run_batch(conn, account, import_id, job.created_by or "", clock, batch_size):
-            pass
-        with transaction(conn):
-            conn.execute(
-                "UPDATE imports SET state = 'Completed', modified_at = ? WHERE id = ?",
-                (epoch(clock.now()), import_id),
-            )
+        while job.state in _EXECUTABLE:
+            with transaction(conn):
+                job = run_import_step(
+                    conn, account, import_id, clock=clock, batch_size=batch_size, budget=budget
+                )
     except Exception as exc:
-        with transaction(conn):
-            conn.execute(
-                "UPDATE imports SET state = 'Failed', error = ?, modified_at = ? WHERE id = ?",
-                (f"{type(exc).__name__}: {exc}", epoch(clock.now()), import_id),
-            )
+        fail_import(conn, account, import_id, error=failure_reason(exc), now=epoch(clock.now()))
         raise
     return _require(conn, account, import_id)
+
+
+def run_import_step(
+    conn: sqlite3.Connection,
+    account: str,
+    import_id: int,
+    *,
+    clock: Clock,
+    batch_size: int = BATCH_SIZE,
+    budget: float = STEP_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> ImportJob:
+    """One step of a Queued or Processing import, in one transaction (the caller's when one is
+    open): the records after ProcessedRecords, at most ``batch_size`` and no more once ``budget``
+    seconds (by ``monotonic``) have passed, at least one. The import becomes Processing, and
+    Completed when its last record is done. A finished import is returned as it is."""
+    with atomic(conn):
+        job = _require(conn, account, import_id)
+        if _finished(job):
+            return job
+        deadline = monotonic() + budget
+        actor = job.created_by or ""
+        last = job.processed_records
+        created = replaced = 0
+        errors = []
+        # One row at a time: a step never holds more than the record it is writing.
+        rows = conn.execute(
+            "SELECT seq, body FROM import_records WHERE import_id = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?",
+            (import_id, last, max(1, batch_size)),
+        )
+        for seq, body in rows:
+            outcome = _import_record(conn, account, orjson.loads(body), actor, clock)
+            if outcome == "created":
+                created += 1
+            elif outcome == "replaced":
+                replaced += 1
+            else:
+                errors.append((import_id, seq, outcome))
+            last = seq
+            if monotonic() >= deadline:
+                break
+        rows.close()
+        conn.executemany(
+            "INSERT INTO import_errors (import_id, seq, message) VALUES (?, ?, ?)", errors
+        )
+        # Records done are not kept: a store would grow by each import's size for good.
+        conn.execute(
+            "DELETE FROM import_records WHERE import_id = ? AND seq <= ?", (import_id, last)
+        )
+        state = "Completed" if last >= job.total_records else "Processing"
+        conn.execute(
+            "UPDATE imports SET state = ?, processed_records = ?,"
+            " created_profiles = created_profiles + ?, replaced_profiles = replaced_profiles + ?,"
+            " failed_records = failed_records + ?, modified_at = ? WHERE id = ?",
+            (state, last, created, replaced, len(errors), epoch(clock.now()), import_id),
+        )
+        return _require(conn, account, import_id)
+
+
+def _finished(job: ImportJob) -> bool:
+    """Whether ``job`` is Completed or Failed; UsageError when it has not been executed."""
+    if job.state in ("Completed", "Failed"):
+        return True
+    if job.state not in _EXECUTABLE:
+        raise UsageError(f"import {job.id} is {job.state}; execute it first")
+    return False
+
+
+def fail_import(
+    conn: sqlite3.Connection, account: str, import_id: int, *, error: str, now: float
+) -> ImportJob:
+    """Mark an import that has not finished Failed with ``error`` (why it stopped); a finished
+    one is returned as it is."""
+    with atomic(conn):
+        failed = conn.execute(
+            "UPDATE imports SET state = 'Failed', error = ?, modified_at = ?"
+            " WHERE id = ? AND service_client_id = ? AND state NOT IN ('Completed', 'Failed')",
+            (error, now, import_id, account),
+        ).rowcount
+        if failed:  # a Failed import never runs again: its records are dropped
+            conn.execute("DELETE FROM import_records WHERE import_id = ?", (import_id,))
+        return _require(conn, account, import_id)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The ``Error`` of an import stopped by ``exc``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def unfinished_imports(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(account, ImportId) of every Queued or Processing import, oldest first: those a stop or
+    a crash cut short."""
+    rows = conn.execute(
+        "SELECT service_client_id, id FROM imports WHERE state IN ('Queued', 'Processing')"
+        " ORDER BY id"
+    )
+    return [(str(account), int(import_id)) for account, import_id in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportStep:
+    """``run_import_step`` as a job of the emulator's writer process (it pickles): one step of
+    ``import_id`` of ``account``, stamped ``now`` (Unix seconds, taken when it is queued, so the
+    emulator's clock stamps the profiles). Returns the import's state after the step."""
+
+    account: str
+    import_id: int
+    now: float
+    batch_size: int = BATCH_SIZE
+    budget: float = STEP_SECONDS
+
+    def __call__(self, conn: sqlite3.Connection) -> ImportState:
+        job = run_import_step(
+            conn,
+            self.account,
+            self.import_id,
+            clock=FakeClock(from_epoch(self.now)),  # stands still at ``now``
+            batch_size=self.batch_size,
+            budget=self.budget,
+        )
+        return job.state
 
 
 def get_import(
@@ -215,48 +348,6 @@ def get_import(
     )
 
 
-def _run_batch(
-    conn: sqlite3.Connection,
-    account: str,
-    import_id: int,
-    actor: str,
-    clock: Clock,
-    batch_size: int,
-) -> bool:
-    """Process the next batch; False when there was nothing left."""
-    with transaction(conn):
-        (done,) = conn.execute(
-            "SELECT processed_records FROM imports WHERE id = ?", (import_id,)
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT seq, body FROM import_records WHERE import_id = ? AND seq > ?"
-            " ORDER BY seq LIMIT ?",
-            (import_id, done, batch_size),
-        ).fetchall()
-        if not rows:
-            return False
-        created = replaced = 0
-        errors = []
-        for seq, body in rows:
-            outcome = _import_record(conn, account, orjson.loads(body), actor, clock)
-            if outcome == "created":
-                created += 1
-            elif outcome == "replaced":
-                replaced += 1
-            else:
-                errors.append((import_id, seq, outcome))
-        conn.executemany(
-            "INSERT INTO import_errors (import_id, seq, message) VALUES (?, ?, ?)", errors
-        )
-        conn.execute(
-            "UPDATE imports SET processed_records = ?, created_profiles = created_profiles + ?,"
-            " replaced_profiles = replaced_profiles + ?, failed_records = failed_records + ?,"
-            " modified_at = ? WHERE id = ?",
-            (rows[-1][0], created, replaced, len(errors), epoch(clock.now()), import_id),
-        )
-    return True
-
-
 def _import_record(
     conn: sqlite3.Connection, account: str, record: Any, actor: str, clock: Clock
 ) -> str:
@@ -286,7 +377,7 @@ def _import_record(
     profile = profiles.prepare_profile(
         body, profile_id=profile_id, previous=previous, actor=actor, now=now
     )
-    profiles.save_profile(conn, account, profile, now=epoch(now))
+    profiles.save_profile(conn, account, profile, now=epoch(now), previous=previous)
     return "replaced" if previous else "created"
 
 

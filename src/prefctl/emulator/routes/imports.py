@@ -2,31 +2,43 @@
 
     POST /imports                      → 201, the import (State Initiated) and its Location
     POST /imports/{ImportId}/records   → 200, records added (State Staging); repeatable
-    POST /imports/{ImportId}/execute   → 202, State Queued; a background thread runs it
+    POST /imports/{ImportId}/execute   → 202, State Queued; it runs in the background
     GET  /imports/{ImportId}           → the import: State, counters and the first 100 errors
 
 Records are a JSON array of profile objects (``application/json``) or one object per line
 (``application/x-ndjson``). Each is an upsert (``store.imports``): with the ProfileId of an existing
 profile it replaces it, without one it creates a profile; invalid records become per-record errors.
 
-Execution runs on its own thread and connection, one transaction per batch, so GET shows the state
-move through Queued → Processing → Completed (or Failed). Executing a Queued or Processing import
-that no thread of this emulator is running — one interrupted by a stop or a crash — resumes it.
+Execution is a task on the event loop that hands the import to the emulator's writer process one
+step at a time (``store.imports.ImportStep``: at most 500 records or 50 ms, one transaction), so
+the profile writes queued meanwhile (``emulator.group_writer``) are served between two steps and
+GET shows ProcessedRecords advance through Queued → Processing → Completed (or Failed). An error
+that stops a step marks the import Failed with it; a writer process that dies mid-step (the step's
+outcome unknown) is retried, as a step is applied whole or not at all.
+
+A stop cancels the runs between two steps; ``service`` (started with the server by
+``emulator.api``) resumes every Queued or Processing import when the emulator starts again, and
+executing one that nothing in this emulator is running resumes it as well.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
 import sqlite3
-import threading
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Path, Request
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from prefctl.emulator.app import EmulatorContext
+from prefctl.emulator.group_writer import WriterProcessError, group_writer
 from prefctl.emulator.routes._common import (
     JSON_MEDIA_TYPE,
     ProblemError,
@@ -46,15 +58,17 @@ from prefctl.emulator.routes._common import (
 )
 from prefctl.models._base import WireModel
 from prefctl.store import imports as store
-from prefctl.store.db import connect, transaction
+from prefctl.store.db import transaction
 from prefctl.store.timestamps import epoch
 
-__all__ = ["NDJSON_MEDIA_TYPE", "ImportStatus", "router"]
+__all__ = ["NDJSON_MEDIA_TYPE", "ImportStatus", "router", "service"]
 
 log = logging.getLogger(__name__)
 
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 MAX_ID = 2**63 - 1
+# Steps whose writer process died before answering, in a row, before the import is marked Failed.
+MAX_LOST_STEPS = 3
 
 router = account_router("imports")
 
@@ -151,24 +165,30 @@ def stage(
     responses=problems(404, 409),
     summary="Execute a staged import in the background",
 )
-def execute(request: Request, principal: ProfilesWrite, import_id: ImportId) -> Response:
+async def execute(request: Request, principal: ProfilesWrite, import_id: ImportId) -> Response:
     ctx = get_ctx(request)
     account = principal.service_client_id
-    conn = connection(request)
-    with write_lock(request), transaction(conn):
-        job = _require_state(
-            conn, account, import_id, ("Staging", "Queued", "Processing"), "executed"
-        )
-        if job.state == "Staging":
-            job = store.queue_import(conn, account, import_id, now=epoch(ctx.clock.now()))
-        else:  # resumed: answer with its errors so far, as GET does
-            job = store.get_import(conn, account, import_id) or job
+    job = await run_in_threadpool(_queue, request, account, import_id)
     if not _runs(ctx).start(account, import_id):
         raise ProblemError(
             409, "Conflict", f"import {import_id} is {job.state}; it cannot be executed twice"
         )
     location = account_url(request, "imports", import_id)
     return json_response(job.to_wire(), 202, {"Location": location})
+
+
+def _queue(request: Request, account: str, import_id: int) -> store.ImportJob:
+    conn = connection(request)
+    with write_lock(request), transaction(conn):
+        job = _require_state(
+            conn, account, import_id, ("Staging", "Queued", "Processing"), "executed"
+        )
+        if job.state == "Staging":
+            return store.queue_import(
+                conn, account, import_id, now=epoch(get_ctx(request).clock.now())
+            )
+        # resumed: answer with its errors so far, as GET does
+        return store.get_import(conn, account, import_id) or job
 
 
 @router.get(
@@ -229,38 +249,88 @@ def _require_state(
 
 
 class _ImportRuns:
-    """The imports this emulator is running, one thread each (never two for one import)."""
+    """The imports this emulator is running, one task each on its event loop (never two for one
+    import). Only touched from that loop."""
 
     def __init__(self, ctx: EmulatorContext) -> None:
         self._ctx = ctx
-        self._lock = threading.Lock()
-        self._running: set[tuple[str, int]] = set()
+        self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     def start(self, account: str, import_id: int) -> bool:
-        """Run the import on a new thread unless one is running it already."""
+        """Run the import in the background unless it is running already."""
         key = (account, import_id)
-        with self._lock:
-            if key in self._running:
-                return False
-            self._running.add(key)
-        thread = threading.Thread(
-            target=self._run, args=key, name=f"prefctl-import-{import_id}", daemon=True
+        if key in self._tasks:
+            return False
+        task = asyncio.get_running_loop().create_task(
+            self._run(account, import_id), name=f"prefctl-import-{import_id}"
         )
-        thread.start()
+        self._tasks[key] = task
+        task.add_done_callback(lambda _: self._tasks.pop(key, None))
         return True
 
-    def _run(self, account: str, import_id: int) -> None:
-        conn = connect(self._ctx.store_path)
+    async def stop(self) -> None:
+        """Cancel the runs (between two steps: a step handed to the writer process completes
+        or not at all) and wait for them."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, account: str, import_id: int) -> None:
+        writer = group_writer(self._ctx)
+        lost = 0
+        while True:
+            step = store.ImportStep(account, import_id, epoch(self._ctx.clock.now()))
+            try:
+                state = await writer.run(step)
+            except WriterProcessError as exc:
+                lost += 1
+                if lost < MAX_LOST_STEPS:
+                    log.warning(
+                        "import %s of %s: %s; running the step again", import_id, account, exc
+                    )
+                    continue
+                await self._fail(account, import_id, exc)
+                return
+            except Exception as exc:
+                await self._fail(account, import_id, exc)
+                return
+            lost = 0
+            if state not in ("Queued", "Processing"):
+                return
+
+    async def _fail(self, account: str, import_id: int, exc: Exception) -> None:
+        log.error("import %s of %s failed: %s", import_id, account, store.failure_reason(exc))
+        fail = functools.partial(
+            store.fail_import,
+            account=account,
+            import_id=import_id,
+            error=store.failure_reason(exc),
+            now=epoch(self._ctx.clock.now()),
+        )
         try:
-            store.run_import(conn, account, import_id, clock=self._ctx.clock)
+            await group_writer(self._ctx).run(fail)
         except Exception:
-            # run_import has marked the import Failed with the error; GET shows it.
-            log.exception("import %s of %s failed", import_id, account)
-        finally:
-            conn.close()
-            with self._lock:
-                self._running.discard((account, import_id))
+            # It stays Processing, to be resumed by the next start or execute.
+            log.exception("import %s of %s could not be marked Failed", import_id, account)
 
 
 def _runs(ctx: EmulatorContext) -> _ImportRuns:
     return ctx.shared("imports.runs", lambda: _ImportRuns(ctx))
+
+
+@contextlib.asynccontextmanager
+async def service(ctx: EmulatorContext) -> AsyncIterator[None]:
+    """Resumes the imports a stop or a crash cut short, and stops the running ones, between two
+    steps, when the server stops (before the writer process does)."""
+    runs = _runs(ctx)
+    for account, import_id in await asyncio.to_thread(_unfinished, ctx):
+        runs.start(account, import_id)
+    try:
+        yield
+    finally:
+        await runs.stop()
+
+
+def _unfinished(ctx: EmulatorContext) -> list[tuple[str, int]]:
+    return store.unfinished_imports(ctx.connection())

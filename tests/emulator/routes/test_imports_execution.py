@@ -1,0 +1,142 @@
+"""A large import executes in steps: profile writes are served meanwhile, its progress shows, and
+a stop in the middle neither loses nor repeats a record (the next start resumes it)."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from contextlib import closing
+from typing import Any
+
+import httpx
+
+from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
+from tests.emulator.routes._api import MERGE_PATCH, Api, issue_token
+from tests.helpers import free_port, wait_until
+
+# Enough records that executing them takes seconds, so that writes land while it runs.
+RECORDS = 8_000
+STAGE_CHUNK = 1_000
+
+
+def _staged_import(api: Api, marker: str, count: int = RECORDS) -> int:
+    """An import of ``count`` new profiles tagged ``marker``, staged and not yet executed."""
+    answer = api.post("/imports")
+    assert answer.status_code == 201, answer.text
+    import_id: int = answer.json()["ImportId"]
+    for start in range(0, count, STAGE_CHUNK):
+        records = [
+            {"Tags": [marker], "AlternateIds": [{"Type": "Bulk", "Value": f"{marker}-{n}"}]}
+            for n in range(start, min(start + STAGE_CHUNK, count))
+        ]
+        staged = api.post(f"/imports/{import_id}/records", json=records)
+        assert staged.status_code == 200, staged.text
+    return import_id
+
+
+def _status(api: Api, import_id: int) -> dict[str, Any]:
+    answer = api.get(f"/imports/{import_id}")
+    assert answer.status_code == 200, answer.text
+    status: dict[str, Any] = answer.json()
+    return status
+
+
+def _profiles_tagged(emulator: RunningEmulator, marker: str) -> int:
+    with closing(sqlite3.connect(emulator.store_path)) as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM profiles WHERE body LIKE ?", (f'%"{marker}"%',)
+        ).fetchone()
+    return int(count)
+
+
+def test_import_profile_writes_are_served_while_a_large_import_executes(api: Api) -> None:
+    profile = api.create_profile({"Tags": ["before"]})
+    path = f"/profiles/{profile['ProfileId']}"
+    import_id = _staged_import(api, uuid.uuid4().hex)
+
+    assert api.post(f"/imports/{import_id}/execute").status_code == 202
+    wait_until(lambda: _status(api, import_id)["ProcessedRecords"] > 0)
+    patched = api.patch(path, {"Tags": ["during"]}, MERGE_PATCH)
+    replaced = api.put(path, json={"Tags": ["replaced"]})
+    created = api.post("/profiles", json={"Tags": ["created-during"]})
+    meanwhile = _status(api, import_id)
+
+    assert (patched.status_code, replaced.status_code, created.status_code) == (200, 200, 201)
+    assert meanwhile["State"] == "Processing"  # the writes did not wait for the import
+    assert 0 < meanwhile["ProcessedRecords"] < RECORDS
+    wait_until(lambda: _status(api, import_id)["State"] == "Completed", timeout=120)
+    assert _status(api, import_id)["CreatedProfiles"] == RECORDS
+    assert api.get(path).json()["Tags"] == ["replaced"]
+
+
+def test_import_processed_records_advance_while_it_executes(api: Api) -> None:
+    import_id = _staged_import(api, uuid.uuid4().hex)
+    seen: set[int] = set()
+
+    def done() -> bool:
+        status = _status(api, import_id)
+        seen.add(status["ProcessedRecords"])
+        return bool(status["State"] == "Completed")
+
+    api.post(f"/imports/{import_id}/execute")
+    wait_until(done, timeout=120, interval=0.05)
+
+    assert len(seen - {0, RECORDS}) >= 3  # several steps seen in between
+    assert max(seen) == RECORDS
+
+
+def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_a_record(
+    emulator: RunningEmulator, api: Api
+) -> None:
+    marker = uuid.uuid4().hex
+    total = 2 * RECORDS  # so that the stop comes long before the end, even on a fast machine
+    import_id = _staged_import(api, marker, total)
+    api.post(f"/imports/{import_id}/execute")
+    wait_until(lambda: _status(api, import_id)["ProcessedRecords"] > 0)
+
+    emulator.stop()
+    with closing(sqlite3.connect(emulator.store_path)) as conn:
+        state, processed, created = conn.execute(
+            "SELECT state, processed_records, created_profiles FROM imports WHERE id = ?",
+            (import_id,),
+        ).fetchone()
+    written = _profiles_tagged(emulator, marker)
+    restarted = start_in_thread(EmulatorConfig(port=free_port(), data_dir=emulator.data_dir))
+    try:
+        base = f"{restarted.api_url}/{restarted.account.service_client_id}"
+        with httpx.Client(base_url=base) as client:
+            client.headers["Authorization"] = f"Bearer {issue_token(restarted, http=client)}"
+            again = Api(restarted, client)
+            wait_until(lambda: _status(again, import_id)["State"] == "Completed", timeout=120)
+            final = _status(again, import_id)
+    finally:
+        restarted.stop()
+
+    assert (state, processed < total) == ("Processing", True)  # cut short…
+    assert written == created == processed  # counters committed with what they count
+    assert (final["ProcessedRecords"], final["CreatedProfiles"]) == (total, total)
+    assert _profiles_tagged(restarted, marker) == total  # …and no record applied twice
+
+
+def test_import_whose_step_cannot_write_is_failed_with_the_reason(
+    emulator: RunningEmulator, api: Api
+) -> None:
+    marker = uuid.uuid4().hex
+    import_id = _staged_import(api, marker, count=3)
+    trigger = f"refuse_{marker}"
+    with closing(sqlite3.connect(emulator.store_path)) as conn:
+        conn.execute(
+            f"CREATE TRIGGER {trigger} BEFORE INSERT ON profiles WHEN NEW.body LIKE '%{marker}%'"
+            " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+    try:
+        api.post(f"/imports/{import_id}/execute")
+        wait_until(lambda: _status(api, import_id)["State"] == "Failed")
+    finally:
+        with closing(sqlite3.connect(emulator.store_path)) as conn:
+            conn.execute(f"DROP TRIGGER {trigger}")
+    status = _status(api, import_id)
+
+    assert "disk full" in status["Error"]
+    assert (status["ProcessedRecords"], status["CreatedProfiles"]) == (0, 0)  # the step undone
+    assert _profiles_tagged(emulator, marker) == 0
