@@ -185,6 +185,27 @@ def _run_on_terminal(
     return CliResult(process.returncode, (stdout or b"").decode("utf-8"), shown())
 
 
+def run_at_once(code: str, argument: str, processes: int) -> list[tuple[str, str]]:
+    """Run ``python -c CODE`` in ``processes`` processes that start their work at the same
+    moment: each first waits until ``time.time()`` reaches ``sys.argv[2]`` (then about a second
+    away, once every interpreter is up), ``sys.argv[1]`` being ``argument``. Asserts that every
+    one exits 0; returns their (stdout, stderr)."""
+    start = str(time.time() + 1.0)
+    prelude = "import sys, time\nwhile time.time() < float(sys.argv[2]):\n    pass\n"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", prelude + code, argument, start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * processes, [err for _, err in outputs]
+    return outputs
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:

@@ -19,6 +19,7 @@ from prefctl import certs
 from prefctl.auth.tls import ssl_context
 from prefctl.clock import FakeClock
 from prefctl.errors import EXIT_USAGE, ConfigError, UsageError
+from tests.helpers import run_at_once
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,27 @@ def test_issue_client_has_client_auth_and_the_name(pki: Path) -> None:
     assert isinstance(certs.load_private_key(issued.private_key), rsa.RSAPrivateKey)
     assert cert.not_valid_after_utc == clock.now() + timedelta(days=397)
     assert issued.sha256 == certs.thumbprint_sha256(cert)
+
+
+# Run by each process at the same moment: ``certs init`` on the same folder.
+_INIT_AT_ONCE = """
+from pathlib import Path
+from prefctl import certs
+ca = certs.init_ca(Path(sys.argv[1]))
+print(ca.created, ca.sha256)
+"""
+
+
+def test_init_ca_at_the_same_moment_creates_one_ca_whose_key_matches(tmp_path: Path) -> None:
+    # Unlocked, each wrote its own key and certificate: a key of one with the certificate of
+    # another made a CA nothing could be issued from.
+    for attempt in range(4):
+        folder = tmp_path / f"pki{attempt}"
+        outputs = run_at_once(_INIT_AT_ONCE, str(folder), processes=3)
+        created = sorted(out.split()[0] for out, _ in outputs)
+        assert created == ["False", "False", "True"]
+        assert len({out.split()[1] for out, _ in outputs}) == 1  # all name the same CA
+        assert certs.issue_server(folder, "127.0.0.1").created  # its key signs
 
 
 def test_issue_without_a_ca_tells_to_run_init(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from prefctl.errors import ConfigError, UsageError
-from prefctl.private_files import make_private_dir, write_private
+from prefctl.private_files import locked, make_private_dir, write_private
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
@@ -261,12 +262,27 @@ def init_ca(
 ) -> IssuedCertificate:
     """Create the development CA in ``directory``; an existing CA is kept (``created=False``).
 
-    Re-creating it would invalidate every certificate it issued, so this never overwrites.
+    Re-creating it would invalidate every certificate it issued, so this never overwrites; of two
+    ``certs init`` at the same moment, one creates the CA and the other finds it.
     """
+    with _pki_locked(directory):
+        cert_path, key_path = directory / CA_CERT_FILE, directory / CA_KEY_FILE
+        if cert_path.exists() or key_path.exists():
+            certificate, _ = _load_ca(directory)
+            return _issued("ca", "ca", cert_path, key_path, cert_path, certificate, created=False)
+        return _new_ca(directory, clock, key_type)
+
+
+def _pki_locked(directory: Path) -> AbstractContextManager[None]:
+    """The development PKI's lock: a CA or a certificate is a key and a certificate file written
+    one after the other, so two commands writing them at once could pair one's key with the
+    other's certificate."""
+    make_private_dir(directory, "the certificates folder")
+    return locked(directory / CA_KEY_FILE)
+
+
+def _new_ca(directory: Path, clock: Clock | None, key_type: KeyType) -> IssuedCertificate:
     cert_path, key_path = directory / CA_CERT_FILE, directory / CA_KEY_FILE
-    if cert_path.exists() or key_path.exists():
-        certificate, _ = _load_ca(directory)
-        return _issued("ca", "ca", cert_path, key_path, cert_path, certificate, created=False)
     now = _now(clock)
     key = _new_key(key_type)
     name = x509.Name(
@@ -338,9 +354,28 @@ def _issue(
     clock: Clock | None,
     key_type: KeyType,
 ) -> IssuedCertificate:
-    ca_cert, ca_key = _load_ca(directory)
-    now = _now(clock)
-    key = _new_key(key_type)
+    if not directory.is_dir():
+        _load_ca(directory)  # raises: no CA there (and the folder is not created for nothing)
+    with _pki_locked(directory):
+        ca_cert, ca_key = _load_ca(directory)
+        key = _new_key(key_type)
+        certificate = _leaf(ca_cert, ca_key, key, name, sans, usage, _now(clock))
+        stem = f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+        cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
+        _write(directory, cert_path, key_path, certificate, key)
+    return _issued(kind, name, cert_path, key_path, directory / CA_CERT_FILE, certificate)
+
+
+def _leaf(
+    ca_cert: x509.Certificate,
+    ca_key: PrivateKey,
+    key: PrivateKey,
+    name: str,
+    sans: list[x509.GeneralName],
+    usage: x509.ObjectIdentifier,
+    now: datetime,
+) -> x509.Certificate:
+    """A certificate for ``key`` named ``name``, signed by the CA."""
     not_after = min(now + LEAF_LIFETIME, ca_cert.not_valid_after_utc)
     builder = (
         x509.CertificateBuilder()
@@ -374,11 +409,7 @@ def _issue(
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    certificate = builder.sign(ca_key, hashes.SHA256())
-    stem = f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
-    cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
-    _write(directory, cert_path, key_path, certificate, key)
-    return _issued(kind, name, cert_path, key_path, directory / CA_CERT_FILE, certificate)
+    return builder.sign(ca_key, hashes.SHA256())
 
 
 def _server_names(host: str) -> list[x509.GeneralName]:

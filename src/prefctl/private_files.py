@@ -1,5 +1,5 @@
-"""prefctl's private files: folders created 0700, files written atomically 0600, and an exclusive
-lock for a read-modify-write of a file shared by concurrent prefctl commands.
+"""prefctl's private files: folders created 0700, files written atomically 0600, and locks for
+files shared by concurrent prefctl commands (a read-modify-write, a store in use, a recording).
 
 Everything prefctl writes that may hold a secret (profiles.toml, the token cache, keys, the pid
 file) goes through here (DESIGN §13: config and cache files are 0600).
@@ -8,13 +8,28 @@ file) goes through here (DESIGN §13: config and cache files are 0600).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import tempfile
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
-from prefctl.errors import ConfigError
+from prefctl.errors import ConfigError, PrefctlError
 
-__all__ = ["locked", "make_private_dir", "os_reason", "write_private"]
+__all__ = [
+    "lock_open_file",
+    "locked",
+    "make_private_dir",
+    "os_reason",
+    "replacing_private",
+    "write_private",
+]
+
+# A lock is held for a file write (profiles.toml, a CA) or a reset: a holder that keeps it longer
+# is stuck, and waiting for ever would hang the command instead of saying so.
+LOCK_TIMEOUT_SECONDS = 30.0
+_LOCK_POLL_SECONDS = 0.02
 
 
 def os_reason(exc: BaseException) -> str:
@@ -32,7 +47,7 @@ def make_private_dir(directory: Path, what: str, *, hint: str | None = None) -> 
     path = directory
     try:
         while not path.is_dir():
-            if path.exists() or path.is_symlink():
+            if (path.exists() or path.is_symlink()) and not path.is_dir():  # not made meanwhile
                 raise ConfigError(
                     f"cannot create {what} {directory}: {path} is not a folder", hint=hint
                 )
@@ -52,11 +67,20 @@ def make_private_dir(directory: Path, what: str, *, hint: str | None = None) -> 
 
 def write_private(path: Path, data: bytes) -> None:
     """Atomically replace ``path`` with ``data``, readable by the owner only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with replacing_private(path) as fh:
+        fh.write(data)
+
+
+@contextmanager
+def replacing_private(path: Path) -> Iterator[BinaryIO]:
+    """A new file (0600) that replaces ``path`` atomically when the block ends well; if it
+    raises, ``path`` is left as it was. Readers, and other writers of ``path``, never see a
+    partial file: each writer's file is whole, the last one to finish wins."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
@@ -67,10 +91,22 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock for read-modify-write of ``path``: ``flock`` on a sibling lock file
-    (``.profiles.toml.lock``, 0600), held until the block ends; released by the OS if the
-    process dies. Where there is no ``fcntl`` (Windows) writes are not serialised."""
+def locked(
+    path: Path,
+    *,
+    shared: bool = False,
+    timeout: float = LOCK_TIMEOUT_SECONDS,
+    busy: Callable[[], PrefctlError] | None = None,
+) -> Iterator[None]:
+    """A lock on ``path`` for the block: ``flock`` on a sibling lock file (``.profiles.toml.lock``,
+    0600), released when the block ends, and by the OS if the process dies. Exclusive for a
+    read-modify-write of a file shared by concurrent prefctl commands; ``shared`` for using a file
+    that an exclusive holder may remove (the store, which ``emulator reset`` deletes).
+
+    Waits at most ``timeout`` seconds (0: not at all) for a holder to let go, then raises
+    ``busy()``, or a ConfigError naming the file. Where there is no ``fcntl`` (Windows) nothing
+    is locked.
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -82,7 +118,38 @@ def locked(path: Path) -> Iterator[None]:
     except OSError as exc:
         raise ConfigError(f"cannot lock {path}: {os_reason(exc)}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise (busy() if busy is not None else _busy(path, timeout)) from None
+                time.sleep(_LOCK_POLL_SECONDS)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def lock_open_file(fd: int) -> bool:
+    """Lock the open file ``fd`` itself, exclusively, for as long as it stays open (closing it
+    releases the lock); False at once when another process holds it. True where there is no
+    ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _busy(path: Path, timeout: float) -> ConfigError:
+    return ConfigError(
+        f"{path} is locked by another prefctl command (waited {timeout:g} s)",
+        hint="let it finish and try again",
+    )

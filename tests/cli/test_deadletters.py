@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -171,6 +173,25 @@ def test_deadletters_redrive_requeues_selected_and_reports_them(store: Path) -> 
     assert "prefctl dispatcher run" in result.stderr  # no emulator serves this store
 
 
+def test_deadletters_redrive_on_a_store_another_process_keeps_locked_is_one_line_exit_1(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("prefctl.store.db.BUSY_TIMEOUT_MS", 200)  # instead of waiting 30 s
+    holder = connect(store)
+    holder.execute("BEGIN IMMEDIATE")  # another writer that does not let go
+    try:
+        result = run_cli("deadletters", "redrive", "--all", "--store", store)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        "error: the store is busy: another prefctl command kept it locked for over 0.2 s"
+        " — try again when it has finished"
+    ]
+
+
 def test_deadletters_redrive_without_filter_needs_all(store: Path) -> None:
     refused = run_cli("deadletters", "redrive", "--store", store)
     assert refused.exit_code == 2
@@ -193,6 +214,45 @@ def test_deadletters_export_to_a_private_file_then_replay_reads_it(
     lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert [list(line)[:9] for line in lines] == [DEAD_LETTER_KEYS] * 3
     assert lines[2]["event"]["Data"] == {"Address": "ann3@example.com"}
+
+
+def test_deadletters_export_that_fails_leaves_the_file_as_it_was(
+    store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "dead.ndjson"
+    out.write_bytes(b'{"kept": true}\n')
+
+    result = run_cli("deadletters", "export", "--store", store, "--file", out, "--subscription", 99)
+
+    assert result.exit_code == 4, result.stderr
+    assert out.read_bytes() == b'{"kept": true}\n'
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dead")] == []
+
+
+def test_deadletters_exports_into_one_file_at_once_each_leave_a_whole_file(
+    tmp_path: Path,
+) -> None:
+    # Two CI steps exporting to the same artifact: each export's records are written beside the
+    # file and renamed over it, never interleaved with the other's.
+    path = tmp_path / "store.db"
+    conn = open_service_store(path)
+    a = add_subscription(conn, subscription_body("https://a.example/hook", name="A"))
+    for n in range(1, 1501):
+        (queued,) = queue_event(conn, n, [a])
+        finish(conn, queued.delivery_id, status=413, reason="PayloadTooLarge")
+    conn.close()
+    out = tmp_path / "dead.ndjson"
+    command = [sys.executable, "-m", "prefctl", "deadletters", "export", "--store", str(path)]
+    procs = [
+        subprocess.Popen([*command, "--file", str(out)], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [record["event_id"] for record in records] == [event_id(n) for n in range(1, 1501)]
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
 
 
 def test_deadletters_export_json_to_stdout(store: Path) -> None:

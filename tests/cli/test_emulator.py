@@ -153,6 +153,63 @@ def test_reset_refuses_while_the_emulator_runs(background: Path) -> None:
     assert (background / "emulator.db").exists()
 
 
+def test_two_starts_at_the_same_moment_on_one_data_dir_one_is_refused(tmp_path: Path) -> None:
+    # Both check that no emulator runs before either has written its pid file.
+    data_dir = tmp_path / "data"
+    command = [*PREFCTL, "--config", str(tmp_path / "profiles.toml"), "emulator", "start"]
+    command += ["--port", "0", "--data-dir", str(data_dir)]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while all(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        refused = [proc for proc in procs if proc.poll() is not None]
+        assert len(refused) == 1, "both emulators serve the same data dir"
+        (serving,) = [proc for proc in procs if proc not in refused]
+        _, stderr = refused[0].communicate(timeout=10)
+        assert refused[0].returncode == 2, stderr
+        assert stderr.strip().startswith("error: an emulator already runs on"), stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        assert read_line(serving).startswith("emulator ready at")
+        assert run_cli("emulator", "status", "--data-dir", str(data_dir)).exit_code == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.communicate(timeout=20)
+
+
+def test_reset_refuses_while_a_dispatcher_runs_on_the_store(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert run_cli("emulator", "clients", "list", "--data-dir", str(data_dir)).exit_code == 0
+    store = data_dir / "emulator.db"
+    proc = subprocess.Popen(
+        [*PREFCTL, "dispatcher", "run", "--store", str(store)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        with selectors.DefaultSelector() as selector:  # its first line: it has the store open
+            selector.register(proc.stderr, selectors.EVENT_READ)
+            assert selector.select(30), "dispatcher run did not start"
+        assert "delivering" in proc.stderr.readline()
+
+        result = run_cli("emulator", "reset", "--yes", "--data-dir", str(data_dir))
+
+        assert "is in use by another prefctl command" in one_line_error(result, 2)
+        assert store.exists()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    assert run_cli("emulator", "reset", "--yes", "--data-dir", str(data_dir)).exit_code == 0
+    assert not store.exists()
+
+
 def test_start_on_a_busy_port_is_one_line_exit_2(config_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -210,6 +210,40 @@ def test_receive_record_writes_the_events(tmp_path: Path) -> None:
     assert json.loads(line)["body"]["EventId"] == "evt-rec"
 
 
+def test_receive_recording_into_a_file_another_receiver_records_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Each would write at its own offset, over the other's lines: the second is refused, one
+    # line and exit 2, before it truncates the first one's recording.
+    recording = tmp_path / "events.ndjson"
+    second: list[subprocess.CompletedProcess[str]] = []
+
+    def send(url: str) -> None:
+        post(url, "evt-1")
+        command = [sys.executable, "-m", "prefctl", "receive", "--port", "0", *FLAGS]
+        second.append(
+            subprocess.run(
+                [*command, "--record", str(recording), "--timeout", "5"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        )
+        post(url, "evt-2")
+
+    result = run_receiving(*FLAGS, "--exit-after", "2", "--record", str(recording), send=send)
+
+    assert result.exit_code == 0, result.stderr
+    (refused,) = second
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"error: {recording} is being recorded by another prefctl receive — give each receiver"
+        " its own --record FILE"
+    ]
+    lines = [json.loads(line) for line in recording.read_text().splitlines()]
+    assert [line["body"]["EventId"] for line in lines] == ["evt-1", "evt-2"]
+
+
 def test_receive_help_lists_every_option() -> None:
     result = run_cli("receive", "--help")
     assert result.exit_code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import selectors
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -347,3 +348,52 @@ def test_replay_to_a_url_stopped_by_sigterm_removes_its_private_store(tmp_path: 
     assert process.returncode == 143, err
     assert err.strip().splitlines()[-1] == "error: terminated"
     assert list(temp.iterdir()) == []
+
+
+def test_replay_goes_on_in_process_when_its_emulator_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``emulator stop`` while replay waits for the emulator's dispatcher: replay delivers the
+    rest itself instead of waiting out --timeout for deliveries nobody makes."""
+    data_dir = tmp_path / "data"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "prefctl", "--config", str(tmp_path / "profiles.toml")),
+            *("emulator", "start", "--port", str(free_port()), "--data-dir", str(data_dir)),
+            *("--time-scale", "5"),  # a retry 2 s after a failure
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    results: list[Any] = []
+    try:
+        assert _read_line(proc).startswith("emulator ready at")
+        monkeypatch.setenv("PREFCTL_DATA_DIR", str(data_dir))
+        plan = FaultPlan(steps=(FaultStep(count=1, status=413), FaultStep(count=1, status=500)))
+        with start_in_thread(ReceiverConfig(port=0, verify=False, faults=plan)) as receiver:
+            conn = connect(data_dir / "emulator.db")
+            (delivery,) = queue_events(
+                conn, subscribe(conn, receiver.webhook_url), 1, at=time.time()
+            )
+            wait_until(lambda: record_of(conn, delivery).state == "dead_lettered", timeout=15)
+            conn.close()
+            replaying = threading.Thread(
+                target=lambda: results.append(
+                    run_cli("-o", "json", "replay", "--dead-lettered", "--timeout", "60")
+                )
+            )
+            replaying.start()
+            assert [v.status for v in receiver.wait_for(2)] == [413, 500]  # by the emulator
+            proc.terminate()  # its retry is due in 2 s: the emulator never makes it
+            proc.wait(20)
+            replaying.join(60)
+            assert [v.status for v in receiver.wait_for(1)] == [200]  # by replay itself
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(20)
+    (result,) = results
+    assert result.exit_code == 0, result.stderr
+    assert (result.json["dispatcher"], result.json["delivered"]) == ("in_process", 1)
+    assert result.json["elapsed_seconds"] < 30

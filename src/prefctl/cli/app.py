@@ -303,6 +303,15 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
             " afresh with 'prefctl emulator reset'",
         )
         return EXIT_USAGE
+    from prefctl.store.db import BUSY_TIMEOUT_MS, is_busy
+
+    if is_busy(exc):  # another process held the store's write lock for the whole busy timeout
+        out.error(
+            f"the store is busy: another prefctl command kept it locked for over"
+            f" {BUSY_TIMEOUT_MS / 1000:g} s",
+            "try again when it has finished",
+        )
+        return EXIT_FAILED
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
         return EXIT_FAILED
     if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say

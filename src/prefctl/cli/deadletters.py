@@ -10,7 +10,6 @@ prefctl deadletters purge (filters | --all) [--yes]
 from __future__ import annotations
 
 import contextlib
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -294,14 +293,20 @@ def _export_to_file(
     conn: sqlite3.Connection, selection: DeadLetterFilter, file: Path, fmt: ExportFormat
 ) -> int:
     from prefctl.dispatcher.deadletters import export_dead_letters
+    from prefctl.private_files import replacing_private
 
+    # Written beside FILE and renamed over it once complete: two exports to one file at once
+    # each leave a whole file (the last wins), and a failed one leaves FILE as it was. 0600:
+    # events carry personal data. A FILE that exists and is no regular file (/dev/stdout, a
+    # pipe) is written as it is.
     try:
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if file.exists() and not file.is_file():
+            with file.open("wb") as fh:
+                return export_dead_letters(conn, selection, fh.write, fmt=fmt)
+        with replacing_private(file.resolve()) as fh:
+            return export_dead_letters(conn, selection, fh.write, fmt=fmt)
     except OSError as exc:
         raise UsageError(f"cannot write {file}: {exc.strerror or exc}") from None
-    os.fchmod(fd, 0o600)  # events carry personal data
-    with os.fdopen(fd, "wb") as fh:
-        return export_dead_letters(conn, selection, fh.write, fmt=fmt)
 
 
 def purge(

@@ -16,7 +16,7 @@ delivered depends on who runs the dispatcher on the store (``ReplayConfig.dispat
 - ``in_process``: the engine runs in this process on the store until the replayed deliveries are
   final (it also delivers anything else that is due there, as ``dispatcher run`` would);
 - ``auto`` (default): ``emulator`` when ``prefctl emulator start`` serves the store, else
-  ``in_process``.
+  ``in_process``. When the emulator stops while replay waits, replay goes on ``in_process``.
 
 Replay waits until every replayed delivery is delivered or dead-lettered, or ``timeout`` passes;
 ``wait=False`` only queues them. ``on_progress`` sees the counts as they change.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +64,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 POLL_SECONDS = 0.1
+EMULATOR_CHECK_SECONDS = 2.0
 Dispatcher = Literal["auto", "emulator", "in_process"]
 
 
@@ -266,24 +267,51 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
             )
             ids, left = requeued.ids, requeued.of_deleted_subscriptions
         ids = list(dict.fromkeys(ids))  # two dead letters of one event → one delivery
-        if config.wait and ids:
-            if dispatcher == "emulator":
-                await wait_final(conn, ids, config, started)
-            else:
-                from prefctl.dispatcher.replay_direct import engine_running
+        if config.wait and ids and dispatcher == "emulator":
+            serving = _Serving(store_path, config.clock)
+            watch = serving.still if config.dispatcher == "auto" else None
+            await wait_final(conn, ids, config, started, keep_waiting=watch)
+            if serving.stopped:  # the emulator stopped meanwhile: deliver the rest here
+                dispatcher = "in_process"
+        if config.wait and ids and dispatcher == "in_process":
+            from prefctl.dispatcher.replay_direct import engine_running
 
-                async with engine_running(store_path, config):
-                    await wait_final(conn, ids, config, started)
+            async with engine_running(store_path, config):
+                await wait_final(conn, ids, config, started)
         by_id = {record.delivery_id: record for record in get_deliveries(conn, ids)}
         records = [by_id[i] for i in ids if i in by_id]
     return _summary(config, dispatcher, selection, records, started, left)
 
 
+class _Serving:
+    """Whether the emulator that delivers a replay still serves its store, asked every
+    ``EMULATOR_CHECK_SECONDS``: a replay whose emulator stops (``emulator stop``, a crash) goes on
+    with the engine in-process instead of waiting out its timeout for deliveries nobody makes."""
+
+    def __init__(self, store_path: Path, clock: Clock) -> None:
+        self.store_path = store_path
+        self.clock = clock
+        self.checked = clock.monotonic()
+        self.stopped = False
+
+    async def still(self) -> bool:
+        if self.clock.monotonic() - self.checked >= EMULATOR_CHECK_SECONDS:
+            self.checked = self.clock.monotonic()
+            self.stopped = not await asyncio.to_thread(emulator_serving, self.store_path)
+        return not self.stopped
+
+
 async def wait_final(
-    conn: sqlite3.Connection, delivery_ids: Sequence[int], config: ReplayConfig, started: float
+    conn: sqlite3.Connection,
+    delivery_ids: Sequence[int],
+    config: ReplayConfig,
+    started: float,
+    *,
+    keep_waiting: Callable[[], Awaitable[bool]] | None = None,
 ) -> list[DeliveryRecord]:
-    """Poll the store until every delivery is final or the timeout passes; returns the records
-    in the order of ``delivery_ids`` (a delivery deleted meanwhile is left out).
+    """Poll the store until every delivery is final or the timeout passes (or ``keep_waiting``
+    says no more); returns the records in the order of ``delivery_ids`` (a delivery deleted
+    meanwhile is left out).
 
     Each poll reads only the states of the pending deliveries, in one query, and full records
     only of those that became final: the in-process engine shares this event loop, so a poll
@@ -304,7 +332,8 @@ async def wait_final(
         if progress != last and config.on_progress is not None:
             config.on_progress(progress)
         last = progress
-        if not pending or config.clock.monotonic() - started >= config.timeout:
+        timed_out = config.clock.monotonic() - started >= config.timeout
+        if not pending or timed_out or (keep_waiting is not None and not await keep_waiting()):
             for record in get_deliveries(conn, pending):  # as they stand now
                 latest[record.delivery_id] = record
             return [latest[i] for i in ids if i in latest]

@@ -120,41 +120,42 @@ async def running(config: DispatcherConfig) -> AsyncIterator[Engine]:
 
 @contextlib.asynccontextmanager
 async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
-    from prefctl.store.db import connect
+    from prefctl.store.db import connect, in_use
     from prefctl.store.migrations import migrate
 
-    conn = connect(config.store_path)
-    transport = config.transport
-    owned_transport = transport is None
-    closers: list[Callable[[], Any]] = []
-    try:
-        migrate(conn)
-        if transport is None:
-            from prefctl.dispatcher.curl import CurlTransport
+    with in_use(config.store_path):  # emulator reset refuses while the dispatcher runs
+        conn = connect(config.store_path)
+        transport = config.transport
+        owned_transport = transport is None
+        closers: list[Callable[[], Any]] = []
+        try:
+            migrate(conn)
+            if transport is None:
+                from prefctl.dispatcher.curl import CurlTransport
 
-            transport = CurlTransport()
-        clock = config.clock or SystemClock()
-        observers = list(config.observers)
-        if config.plugins:
-            context = ObserverContext(
-                config.store_path, conn, clock, config.time_scale, config.settings
+                transport = CurlTransport()
+            clock = config.clock or SystemClock()
+            observers = list(config.observers)
+            if config.plugins:
+                context = ObserverContext(
+                    config.store_path, conn, clock, config.time_scale, config.settings
+                )
+                plugins = load_observers(context)
+                closers += [close for o in plugins if callable(close := getattr(o, "close", None))]
+                observers += plugins
+            yield Engine(
+                conn,
+                transport=transport,
+                clock=clock,
+                rng=config.rng or random.Random(),
+                account=config.account,
+                time_scale=config.time_scale,
+                observers=observers,
+                store_thread=True,
             )
-            plugins = load_observers(context)
-            closers += [close for o in plugins if callable(close := getattr(o, "close", None))]
-            observers += plugins
-        yield Engine(
-            conn,
-            transport=transport,
-            clock=clock,
-            rng=config.rng or random.Random(),
-            account=config.account,
-            time_scale=config.time_scale,
-            observers=observers,
-            store_thread=True,
-        )
-    finally:
-        for close in closers:
-            close()
-        if owned_transport and transport is not None:
-            await transport.aclose()
-        conn.close()
+        finally:
+            for close in closers:
+                close()
+            if owned_transport and transport is not None:
+                await transport.aclose()
+            conn.close()

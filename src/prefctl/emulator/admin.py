@@ -40,6 +40,8 @@ CLIENT_ID_LENGTH = 48
 CLIENT_SECRET_LENGTH = 64
 HASHKEY_LENGTH = 64
 MAX_TOKEN_LIFETIME_MINUTES = 24 * 60
+# How long a reset waits for commands that have the store open (a list, a redrive) to finish.
+RESET_WAIT_SECONDS = 3.0
 
 # Seeders of a new account, run inside the bootstrap transaction: "module:function", each called
 # as function(conn, account, clock). The REST API adds its seeded programs here.
@@ -280,12 +282,30 @@ def _find_subscription(records: list[SubscriptionRecord], ref: str) -> Subscript
 
 
 def reset_store(data_dir: Path) -> bool:
-    """Delete the store (and its WAL files); False when there was none. The emulator must be
-    stopped: the next start bootstraps a new account."""
+    """Delete the store (and its WAL files); False when there was none. The next start
+    bootstraps a new account.
+
+    UsageError while an emulator serves from ``data_dir`` (or starts on it), or another command
+    (``dispatcher run``, ``replay``, any command reading it) has the store open and does not let
+    go within ``RESET_WAIT_SECONDS``: deleting a store under them would lose their work unseen.
+    """
+    from prefctl.emulator import daemon
+    from prefctl.private_files import locked
+
     store = paths.store_path(data_dir)
-    existed = store.exists()
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    if not data_dir.is_dir():
+        return False
+    busy = UsageError(
+        f"the store {store} is in use by another prefctl command",
+        hint="stop the emulator, 'prefctl dispatcher run' or 'prefctl replay' using it, then reset",
+    )
+    with (
+        daemon.holding_data_dir(data_dir),
+        locked(store, timeout=RESET_WAIT_SECONDS, busy=lambda: busy),
+    ):
+        existed = store.exists()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{store}{suffix}").unlink(missing_ok=True)
     return existed
 
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,7 +27,7 @@ from prefctl.errors import (
     UnreachableError,
     UsageError,
 )
-from prefctl.private_files import make_private_dir, write_private
+from prefctl.private_files import locked, make_private_dir, write_private
 
 if TYPE_CHECKING:
     from prefctl.emulator.serve import EmulatorConfig
@@ -130,10 +131,24 @@ def ensure_not_running(data_dir: Path) -> None:
     """UsageError when an emulator already serves from ``data_dir``."""
     current = status(data_dir)
     if current.state != "stopped":
-        raise UsageError(
-            f"an emulator already runs on {data_dir} (pid {current.pid}, {current.url})",
-            hint="stop it with 'prefctl emulator stop', or use another --data-dir",
-        )
+        raise _already_running(data_dir, current)
+
+
+def holding_data_dir(data_dir: Path) -> AbstractContextManager[None]:
+    """The lock an emulator holds on its data dir (``.emulator.pid.lock``) from before it opens
+    the store until it has stopped, so that of two ``emulator start`` at the same moment one is
+    refused, and ``emulator reset`` never wipes a store an emulator is starting on. Not waited
+    for: UsageError at once when another process holds it."""
+    return locked(paths.pid_path(data_dir), timeout=0, busy=lambda: _already_running(data_dir))
+
+
+def _already_running(data_dir: Path, current: EmulatorStatus | None = None) -> UsageError:
+    current = current or status(data_dir)
+    where = f" (pid {current.pid}, {current.url})" if current.pid is not None else ""
+    return UsageError(
+        f"an emulator already runs on {data_dir}{where}",
+        hint="stop it with 'prefctl emulator stop', or use another --data-dir",
+    )
 
 
 def stop(data_dir: Path, *, timeout: float = STOP_TIMEOUT_SECONDS) -> EmulatorStatus:

@@ -40,7 +40,9 @@ from prefctl.emulator.local_profile import (
 )
 from prefctl.errors import PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
+from prefctl.private_files import make_private_dir
 from prefctl.servers import run_server
+from prefctl.store.db import in_use
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
@@ -184,8 +186,19 @@ def serve(
     config: EmulatorConfig, *, on_ready: Callable[[RunningEmulator], None] | None = None
 ) -> None:
     """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
+    config.validate()
     data_dir = config.resolved_data_dir()
-    daemon.ensure_not_running(data_dir)
+    make_private_dir(data_dir, "the data folder")
+    with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
+        daemon.ensure_not_running(data_dir)  # one that started before locks existed
+        _serve(config, data_dir, on_ready)
+
+
+def _serve(
+    config: EmulatorConfig,
+    data_dir: Path,
+    on_ready: Callable[[RunningEmulator], None] | None,
+) -> None:
     prepared = _prepare(config)
     running = prepared.running
 

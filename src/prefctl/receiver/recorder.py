@@ -12,13 +12,14 @@ The Signature in ``Service-Webhook`` and any ``Authorization`` or ``Cookie`` hea
 replay signs afresh, and a recording shared in a bug report must not carry a usable credential.
 The Hashkey is never known to the recorder. With ``redact=True`` e-mail addresses, phone numbers and
 personal names in the body are masked too. The file is written with mode 0600 and truncated when
-the receiver starts.
+the receiver starts; one receiver at a time records into a file (a lock beside it).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,6 +27,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from prefctl.errors import PrefctlError, UsageError
+from prefctl.private_files import lock_open_file
 from prefctl.receiver.pump import BackgroundWriter
 from prefctl.receiver.verdict import JSON_OPTIONS, Kind, Verdict, writable
 from prefctl.webhooks.signature import HEADER_NAME
@@ -146,10 +148,21 @@ class Recorder:
         self.path = path
         self.redact = redact
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         except OSError as exc:
             raise UsageError(f"cannot write the recording {path}: {exc.strerror or exc}") from None
-        os.fchmod(fd, 0o600)
+        # Two receivers recording into one file would overwrite each other's lines: the second
+        # is refused before it truncates the first one's recording (the lock goes with the fd).
+        # Not for /dev/stdout or a pipe, which nothing truncates.
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            if not lock_open_file(fd):
+                os.close(fd)
+                raise UsageError(
+                    f"{path} is being recorded by another prefctl receive",
+                    hint="give each receiver its own --record FILE",
+                )
+            os.ftruncate(fd, 0)
+            os.fchmod(fd, 0o600)
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._writer = BackgroundWriter(self._write_chunk, name="prefctl-recorder")
 

@@ -11,13 +11,17 @@ never fails half-way on a lock upgrade.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
 
-from prefctl.errors import ConfigError
+from prefctl.errors import ConfigError, UsageError
+from prefctl.private_files import locked
 
 BUSY_TIMEOUT_MS = 30_000
+# How long opening a store waits while ``emulator reset`` deletes it (a few milliseconds).
+IN_USE_TIMEOUT_SECONDS = 10.0
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -27,13 +31,58 @@ def connect(path: Path | str) -> sqlite3.Connection:
             str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
         )
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     except sqlite3.DatabaseError as exc:
+        if is_busy(exc):  # not a bad store: a busy one (the CLI says so)
+            raise
         raise ConfigError(f"cannot open the store {path}: {exc}") from None
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    # Turning a new store to WAL needs an exclusive lock, and SQLite answers "database is locked"
+    # at once, without the busy timeout, while another connection holds one: two commands that
+    # open a new store at the same moment. Wait for it as the busy timeout would.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (or "busy"): another connection held a
+    lock the whole busy timeout."""
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "database is locked" in text
+        or "database is busy" in text
+        or "database table is locked" in text
+    )
+
+
+def in_use(path: Path | str) -> AbstractContextManager[None]:
+    """Mark the store at ``path`` in use for the block (a shared lock beside it), so that
+    ``emulator reset`` never deletes a store that a command, a dispatcher or an emulator has
+    open (``reset_store`` takes the lock exclusively)."""
+    if str(path) == ":memory:":
+        return nullcontext()
+    return locked(
+        Path(path),
+        shared=True,
+        timeout=IN_USE_TIMEOUT_SECONDS,
+        busy=lambda: UsageError(
+            f"the store {path} is being reset by another prefctl command",
+            hint="try again when it has finished",
+        ),
+    )
 
 
 @contextmanager
@@ -81,12 +130,13 @@ def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
     from prefctl.store.migrations import migrate
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = connect(path)
-    try:
-        migrate(conn)
-        yield conn
-    finally:
-        conn.close()
+    with in_use(path):
+        conn = connect(path)
+        try:
+            migrate(conn)
+            yield conn
+        finally:
+            conn.close()
 
 
 _STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"

@@ -74,6 +74,8 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] | None =
             continue
         rebuilds = migration.rebuilds_tables
         with _foreign_keys_off(conn) if rebuilds else nullcontext(), transaction(conn):
+            if _is_applied(conn, migration.name):  # by another command opening the store too
+                continue
             for statement in _statements(migration.sql):
                 conn.execute(statement)
             if rebuilds:
@@ -84,6 +86,11 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] | None =
             )
         ran.append(migration.name)
     return ran
+
+
+def _is_applied(conn: sqlite3.Connection, name: str) -> bool:
+    found = conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)).fetchone()
+    return found is not None
 
 
 @contextmanager
