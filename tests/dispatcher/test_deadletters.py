@@ -19,6 +19,7 @@ from prefctl.dispatcher.deadletters import (
     show_dead_letter,
 )
 from prefctl.errors import NotFoundError
+from prefctl.store.db import connect
 from prefctl.store.delivery_history import get_delivery, list_attempts
 from prefctl.store.events import get_event
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
@@ -177,6 +178,29 @@ def test_export_dead_letters_writes_records_that_replay_reads_back(
     assert [list(r)[:-1] for r in records] == [DEAD_LETTER_KEYS] * 3
     assert records[0]["event"]["EventId"] == event_id(1)
     assert [e.event_id for e in parse_captured(raw).events] == [event_id(n) for n in (1, 2, 3)]
+
+
+def test_export_dead_letters_is_one_snapshot_while_another_command_purges(
+    conn: sqlite3.Connection, subs: list[int], tmp_path: Path
+) -> None:
+    # 'deadletters export' while 'deadletters purge' runs in another shell: the export holds
+    # every dead letter that existed when it began, none lost between its pages.
+    for n in range(1, 1201):  # over two of the export's pages
+        (queued,) = queue_event(conn, n, [subs[0]])
+        finish(conn, queued.delivery_id)
+    other = connect(tmp_path / "store.db")
+    lines: list[bytes] = []
+
+    def write(line: bytes) -> None:
+        if not lines:  # after the first record, the other command purges them all
+            assert purge_dead_letters(other, DeadLetterFilter()) == 1200
+        lines.append(line)
+
+    assert export_dead_letters(conn, DeadLetterFilter(), write) == 1200
+    other.close()
+    exported = [orjson.loads(line)["event_id"] for line in lines]
+    assert exported == [event_id(n) for n in range(1, 1201)]
+    assert list_dead_letters(conn, DeadLetterFilter()) == []  # the purge did happen
 
 
 def test_export_dead_letters_json_with_none_is_an_empty_array(

@@ -34,7 +34,7 @@ import orjson
 from prefctl.dispatcher.operations import iter_deliveries
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import accounts, subscriptions
-from prefctl.store.db import transaction
+from prefctl.store.db import snapshot, transaction
 from prefctl.store.deliveries import requeue
 from prefctl.store.delivery_history import (
     AttemptRecord,
@@ -205,20 +205,22 @@ def export_dead_letters(
     """Write the selected dead letters, each with ``"event"``, to ``write``; returns how many.
 
     NDJSON is one record per line; JSON is one array. Records are read and written a page at a
-    time, so the size of the queue does not matter.
+    time, so the size of the queue does not matter, all from one snapshot of the store: a
+    redrive or purge meanwhile neither drops records from the export nor repeats any.
     """
     if fmt not in ("ndjson", "json"):
         raise UsageError(f"unknown export format {fmt!r}", hint="ndjson or json")
-    _require_subscription(conn, selection.subscription_id)
     count = 0
-    if fmt == "json":
-        write(b"[")
-    for line in _export_lines(conn, selection):
+    with snapshot(conn):
+        _require_subscription(conn, selection.subscription_id)
         if fmt == "json":
-            write((b"\n  " if count == 0 else b",\n  ") + line)
-        else:
-            write(line + b"\n")
-        count += 1
+            write(b"[")
+        for line in _export_lines(conn, selection):
+            if fmt == "json":
+                write((b"\n  " if count == 0 else b",\n  ") + line)
+            else:
+                write(line + b"\n")
+            count += 1
     if fmt == "json":
         write(b"\n]\n" if count else b"]\n")
     return count

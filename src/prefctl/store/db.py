@@ -113,6 +113,21 @@ def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
 
 
 @contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A read transaction: every read in the block sees the store as it was at the first one,
+    whatever other connections commit meanwhile (they are not held up; with WAL, the log only
+    keeps growing until the block ends). Inside an open transaction, that one's view is used."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+@contextmanager
 def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("SAVEPOINT nested")
     try:
