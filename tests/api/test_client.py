@@ -176,7 +176,7 @@ def test_client_server_error_without_problem_body_is_failure_with_status(
     with ApiClient(plain_500_server, "DEMO_CORP") as api, pytest.raises(PrefctlError) as caught:
         api.get("/programs")
     assert type(caught.value) is PrefctlError
-    assert str(caught.value) == "Internal Server Error (HTTP 500, GET /programs)"
+    assert str(caught.value) == "Internal Server Error: oops (HTTP 500, GET /programs)"
     assert caught.value.hint is not None
     assert "try again" in caught.value.hint
 

@@ -169,3 +169,97 @@ def test_token_client_unusable_ca_bundle_is_a_config_error(
     bad.write_text("nope")
     with pytest.raises(ConfigError, match="holds no usable PEM"):
         _client(tls_stub[0].url, ca_bundle=bad).request(SCOPE)
+
+
+# -- the real world's answers: rate limits, redirects, huge errors ---------------------------------
+def _waiting_client(url: str, waits: list[float], credentials: object = None) -> TokenClient:
+    clock = FakeClock()
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.advance(seconds)
+
+    creds = credentials or SecretBasic(CLIENT_ID, CLIENT_SECRET)
+    return TokenClient(url, creds, clock=clock, sleep=sleep)  # type: ignore[arg-type]
+
+
+def test_token_client_429_is_retried_after_retry_after(stub: StubTokenService) -> None:
+    waits: list[float] = []
+    stub.answer(429, {"error": "slow_down"}, headers={"Retry-After": "2"})
+    token = _waiting_client(stub.url, waits).request(SCOPE)
+    assert token.access_token == stub.issued[-1]
+    assert waits == [2.0]
+    assert len(stub.token_requests) == 2
+
+
+def test_token_client_retry_signs_a_new_client_assertion(
+    stub: StubTokenService, tmp_path: Path
+) -> None:
+    from prefctl.auth.credentials import CertificateAssertion
+
+    certs.init_ca(tmp_path)
+    issued = certs.issue_client(tmp_path, "bot")
+    creds = CertificateAssertion.from_files(CLIENT_ID, issued.certificate, issued.private_key)
+    stub.answer(429, b"Too Many Requests", "text/plain", headers={"Retry-After": "0"})
+    _waiting_client(stub.url, [], creds).request(SCOPE)
+    first, second = (r.form["client_assertion"] for r in stub.token_requests)
+    assert first != second  # the service refuses a jti it has seen
+
+
+def test_token_client_429_that_persists_is_exit_1_saying_it_was_retried(
+    stub: StubTokenService,
+) -> None:
+    waits: list[float] = []
+    for _ in range(4):
+        stub.answer(429, b"<html>Too Many Requests</html>", "text/html")
+    with pytest.raises(PrefctlError) as err:
+        _waiting_client(stub.url, waits).request(SCOPE)
+    assert err.value.exit_code == EXIT_FAILED
+    assert "answered HTTP 429 with text/html, not JSON" in err.value.message
+    assert "rate limiting requests (tried 4 times over 7 s)" in (err.value.hint or "")
+    assert waits == [1.0, 2.0, 4.0]
+
+
+def test_token_client_503_is_retried_only_when_retry_after_invites_it(
+    stub: StubTokenService,
+) -> None:
+    waits: list[float] = []
+    stub.answer(503, b"<html>down</html>", "text/html", headers={"Retry-After": "1"})
+    _waiting_client(stub.url, waits).request(SCOPE)
+    assert waits == [1.0]
+    stub.answer(503, b"<html>down</html>", "text/html")
+    with pytest.raises(PrefctlError) as err:
+        _waiting_client(stub.url, waits).request(SCOPE)
+    assert waits == [1.0]
+    assert "check that auth_url" not in (err.value.hint or "")
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_token_client_redirect_is_reported_and_never_followed(
+    stub: StubTokenService, status: int
+) -> None:
+    with running_stub() as other:
+        target = f"{other.url}/oauth2/v1/token"
+        stub.answer(status, b"", "text/html", headers={"Location": target})
+        with pytest.raises(PrefctlError) as err:
+            _client(stub.url).request(SCOPE)
+        assert other.requests == []  # the credentials went nowhere else
+    assert err.value.message == (
+        f"the token endpoint {stub.url}/oauth2/v1/token redirected to {target} (HTTP {status})"
+    )
+    assert "auth_url" in (err.value.hint or "")
+
+
+def test_token_client_huge_error_description_is_cut_and_redacted(stub: StubTokenService) -> None:
+    stub.answer(
+        400,
+        {
+            "error": "invalid_request",
+            "error_description": f"client_secret={CLIENT_SECRET} " + "z" * 10**5,
+        },
+    )
+    with pytest.raises(PrefctlError) as err:
+        _client(stub.url).request(SCOPE)
+    assert len(err.value.message) < 400
+    assert CLIENT_SECRET not in err.value.message
+    assert err.value.message.endswith("…")

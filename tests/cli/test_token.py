@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,6 @@ from prefctl.clock import SystemClock
 from tests.auth.helpers import CLIENT_ID, CLIENT_SECRET, SCOPE, write_profile
 from tests.auth.stub_server import StubTokenService, running_stub
 from tests.helpers import free_port, run_cli, run_in_terminal
-
-
-@pytest.fixture(scope="module")
-def stub_module() -> Iterator[StubTokenService]:
-    with running_stub() as service:
-        yield service
-
-
-@pytest.fixture
-def stub(stub_module: StubTokenService, monkeypatch: pytest.MonkeyPatch) -> StubTokenService:
-    stub_module.reset()
-    monkeypatch.setenv("TEST_CLIENT_SECRET", CLIENT_SECRET)
-    write_profile(stub_module.url, client_secret_env="TEST_CLIENT_SECRET")
-    return stub_module
 
 
 def _cache() -> TokenCache:
@@ -362,3 +347,33 @@ def test_token_get_certificate_for_another_host_is_one_line_exit_5(
         "covers, or give the server a certificate for 127.0.0.1 (the emulator: prefctl certs "
         "issue --server 127.0.0.1)"
     )
+
+
+# -- rate limits and failing proxies at the token endpoint -----------------------------------------
+def test_token_get_429_is_retried_visibly_with_v_and_no_secret_is_logged(
+    stub: StubTokenService,
+) -> None:
+    stub.answer(
+        429,
+        {"error": "slow_down", "error_description": f"client_secret={CLIENT_SECRET}"},
+        headers={"Retry-After": "0"},
+    )
+    result = run_cli("-vvv", "token", "get", "--force")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == stub.issued[-1] + "\n"
+    assert "POST /oauth2/v1/token → 429; retrying in 0 s (attempt 2 of 4)" in result.stderr
+    assert CLIENT_SECRET not in result.output
+    assert stub.issued[-1] not in result.stderr
+    assert len(stub.token_requests) == 2
+
+
+def test_token_get_persistent_503_from_a_proxy_is_one_line_exit_1(stub: StubTokenService) -> None:
+    for _ in range(4):
+        stub.answer(
+            503, b"<html><h1>503</h1>" + b"x" * 100_000, "text/html", headers={"Retry-After": "0"}
+        )
+    line = _one_line_error(run_cli("token", "get"), 1)
+    assert "answered HTTP 503 with text/html, not JSON" in line
+    assert "<" not in line
+    assert "unavailable (tried 4 times over 0 s)" in line
+    assert len(stub.token_requests) == 4

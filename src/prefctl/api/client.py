@@ -6,6 +6,11 @@ prefctl/<version>``, and turns every failure into one ``PrefctlError`` that read
 as ``problems.error_for_response`` words it (exit 1, 3 or 4), a connection error or a timeout
 as an ``UnreachableError`` naming the URL (exit 5). Tokens never reach a log line or a message: requests are logged as method, path and status.
 
+The real world's answers (``prefctl.auth.http_policy``): a 429, or a 503 the server invites a
+retry of, is repeated a bounded number of times (``-v`` logs each retry); a redirect is reported,
+never followed; a connection that breaks after the request went out says that the request may
+have been carried out; proxies from the environment are used for remote hosts, never for loopback.
+
     >>> with ApiClient.for_profile(profile, clock=SystemClock()) as client:
     ...     client.get("/profiles/1001")
 """
@@ -25,6 +30,7 @@ import httpx
 
 from prefctl import __version__
 from prefctl.api.problems import error_for_response
+from prefctl.auth.http_policy import IDEMPOTENT_METHODS, RetryPolicy, http_client, proxy_variable
 from prefctl.auth.token_client import tls_failure_hint, transport_error_reason
 from prefctl.errors import ConfigError, PrefctlError, UnreachableError, UsageError
 
@@ -77,7 +83,10 @@ class ApiClient:
         ca_bundle: Path | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        """``clock`` and ``sleep``: for the waits between retries (``RetryPolicy``)."""
         self.api_url = api_url.rstrip("/")
         self.service_client_id = service_client_id
         self.base_url = f"{self.api_url}/{quote(service_client_id, safe='')}"
@@ -92,7 +101,9 @@ class ApiClient:
             from prefctl.auth.tls import ssl_context
 
             verify = ssl_context(ca_bundle)
-        self._http = httpx.Client(
+        self.retry = RetryPolicy(clock=clock, sleep=sleep)
+        self._http = http_client(
+            self.base_url,
             base_url=self.base_url,
             auth=auth,
             verify=verify,
@@ -110,13 +121,14 @@ class ApiClient:
         clock: Clock,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        sleep: Callable[[float], None] | None = None,
     ) -> ApiClient:
         """A client for ``profile``'s account, authenticated with its credentials."""
         from prefctl.auth.httpx_auth import BearerAuth
         from prefctl.auth.provider import TokenProvider
 
         profile.require("api_url", "service_client_id")
-        provider = TokenProvider.for_profile(profile, clock=clock, transport=transport)
+        provider = TokenProvider.for_profile(profile, clock=clock, transport=transport, sleep=sleep)
         return cls(
             profile.api_url,
             profile.service_client_id,
@@ -124,6 +136,8 @@ class ApiClient:
             ca_bundle=profile.path(profile.ca_bundle) if profile.ca_bundle else None,
             transport=transport,
             timeout=timeout,
+            clock=clock,
+            sleep=sleep,
         )
 
     # -- requests -------------------------------------------------------------------------------
@@ -136,33 +150,43 @@ class ApiClient:
         body: Any = None,
         content_type: str = JSON,
     ) -> httpx.Response:
-        """Send one request (``body`` as JSON of ``content_type``); the response if it is 2xx."""
+        """Send one request (``body`` as JSON of ``content_type``), repeated as ``RetryPolicy``
+        allows; the response if it is 2xx."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
         headers: dict[str, str] = {}
         content: bytes | None = None
         if body is not None:
             content = encode_body(body)
             headers["Content-Type"] = content_type
+
+        def send() -> httpx.Response:
+            return self._http.request(method, path, params=query, content=content, headers=headers)
+
         try:
-            response = self._http.request(
-                method, path, params=query, content=content, headers=headers
-            )
-        except httpx.TimeoutException:
+            response, retried = self.retry.send(send, method)
+        except httpx.TimeoutException as exc:
             raise UnreachableError(
                 f"the REST API at {self.base_url} did not answer {method} {path} within "
                 f"{self.timeout:g} s",
-                hint=self._unreachable_hint(),
+                hint=self._unreachable_hint(sent=_was_sent(exc), method=method),
             ) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise ConfigError(f"cannot use api_url {self.api_url!r}: {exc}") from None
         except httpx.TransportError as exc:
+            reason = transport_error_reason(exc)
+            if _was_sent(exc):
+                raise UnreachableError(
+                    f"the connection to the REST API at {self.base_url} broke before "
+                    f"{method} {path} was answered: {reason}",
+                    hint=self._unreachable_hint(sent=True, method=method),
+                ) from None
             raise UnreachableError(
-                f"cannot reach the REST API at {self.base_url}: {transport_error_reason(exc)}",
+                f"cannot reach the REST API at {self.base_url}: {reason}",
                 hint=self._unreachable_hint(exc),
             ) from None
         log.info("%s %s → %d", method, response.request.url.path, response.status_code)
         if not response.is_success:
-            raise error_for_response(response, method, path)
+            raise error_for_response(response, method, path, retried)
         return response
 
     def call(
@@ -219,13 +243,40 @@ class ApiClient:
     ) -> None:
         self.close()
 
-    def _unreachable_hint(self, exc: Exception | None = None) -> str:
+    def _unreachable_hint(
+        self, exc: Exception | None = None, *, sent: bool = False, method: str = "GET"
+    ) -> str:
+        if sent and method.upper() not in IDEMPOTENT_METHODS:
+            return (
+                "the service may have carried out the request; check before repeating it "
+                "(e.g. with 'prefctl profiles get' or 'prefctl events list')"
+            )
         tls_hint = tls_failure_hint(exc, "api_url") if exc is not None else None
         if tls_hint is not None:
             return tls_hint
+        proxy = proxy_variable(self.base_url)
+        if proxy is not None:
+            return f"the request went through the proxy in {proxy}; check it, or list the host in NO_PROXY"
+        if sent:
+            return "try again; check api_url and your network if it persists"
         if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check api_url in the profile and your network"
+
+
+def _was_sent(exc: httpx.TransportError) -> bool:
+    """True when ``exc`` happened after the request went out (reading or writing on an open
+    connection), so the service may have received it; False when no connection was made."""
+    return isinstance(exc, _AFTER_SENDING)
+
+
+_AFTER_SENDING = (
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+    httpx.ReadTimeout,
+    httpx.WriteTimeout,
+)
 
 
 def parse_json(text: str) -> Any:
@@ -295,8 +346,14 @@ def as_resource(body: Any, what: str) -> Resource:
 
 
 def as_page(body: Any, key: str, what: str) -> Page:
-    """A ``{<key>: [...], "NextCursor": …}`` body as a Page; PrefctlError when it is not one."""
+    """A ``{<key>: [...], "NextCursor": …}`` body as a Page; PrefctlError when it is not one
+    (an item that is not a JSON object included)."""
     if not isinstance(body, dict) or not isinstance(body.get(key), list):
         raise PrefctlError(f"the REST API answered {what} without a {key} list")
+    for index, item in enumerate(body[key]):
+        if not isinstance(item, dict):
+            raise PrefctlError(
+                f"the REST API answered {what} with {key}[{index}] that is not a JSON object"
+            )
     cursor = body.get("NextCursor")
     return Page(list(body[key]), cursor if isinstance(cursor, str) and cursor else None)

@@ -8,6 +8,7 @@
     token_info.py    decode a token; verify it against the issuer's JWKS
     fastpath.py      a cached ``token get`` served before the CLI loads
     tls.py           verifying SSL contexts with the profile's extra CA
+    http_policy.py   what the HTTP clients share: retries of 429/503, proxies, one-line server text
 
 This package imports nothing itself: the fast path of ``prefctl token get`` imports ``cache`` alone
 and must not pay for httpx or pydantic. Import the submodule you need.

@@ -61,8 +61,10 @@ class TokenProvider:
         cache: TokenCache | None = None,
         transport: httpx.BaseTransport | None = None,
         env: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> TokenProvider:
-        """A provider for ``profile`` (its scope unless ``scope`` is given)."""
+        """A provider for ``profile`` (its scope unless ``scope`` is given); ``sleep`` waits
+        between the token client's retries (tests pass ``FakeClock.advance``)."""
         profile.require("auth_url", "client_id")
         scope = scope or profile.scope
 
@@ -77,6 +79,7 @@ class TokenProvider:
                 clock=clock,
                 ca_bundle=ca_bundle,
                 transport=transport,
+                sleep=sleep,
             )
 
         return cls(

@@ -9,7 +9,12 @@ Every way the request can go wrong becomes one ``PrefctlError`` that says what h
     any other RFC 6749 error             PrefctlError       exit 1  shows error and description
     an answer that is not JSON, or JSON
     that is not a token response         PrefctlError       exit 1  shows the HTTP status
+    a redirect (3xx; never followed)     PrefctlError       exit 1  names the Location
     an auth_url that is not a URL        ConfigError        exit 2
+
+A 429, or a 503 with ``Retry-After``, is retried as ``http_policy.RetryPolicy`` allows (a new
+client assertion each time: the service refuses a ``jti`` it has seen). Server text in a message
+is bounded and redacted (``http_policy.one_line``).
 
 TLS verification is always on; the profile's ``ca_bundle`` is trusted in addition to the usual
 roots (see ``prefctl.auth.tls``). The transport is a seam: tests pass a real server's URL, or an
@@ -21,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +34,15 @@ import httpx
 
 from prefctl.auth.cache import CachedToken
 from prefctl.auth.credentials import ClientCredentials
+from prefctl.auth.http_policy import (
+    RetryPolicy,
+    RetryState,
+    http_client,
+    one_line,
+    proxy_variable,
+    redirect_target,
+    retry_hint,
+)
 from prefctl.auth.tls import ssl_context
 from prefctl.errors import AuthError, ConfigError, PrefctlError, UnreachableError
 from prefctl.logs import redact, register_secret
@@ -68,6 +83,7 @@ class TokenClient:
         ca_bundle: Path | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 10.0,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.auth_url = auth_url.rstrip("/")
         self.token_url = self.auth_url + TOKEN_PATH
@@ -76,30 +92,37 @@ class TokenClient:
         self._ca_bundle = ca_bundle
         self._transport = transport
         self._timeout = timeout
+        self.retry = RetryPolicy(clock=clock, sleep=sleep)
 
     def request(self, scope: str) -> CachedToken:
         """A new access token for ``scope``; raises a PrefctlError subclass on any failure."""
-        now = self.clock.now()
-        parts = self.credentials.token_request(self.token_url, now)
-        form = {"grant_type": "client_credentials", "scope": scope, **parts.form}
-        headers = {"Accept": "application/json", **parts.headers}
         log.debug(
             "requesting a token: POST %s (%s, scope %s)",
             self.token_url,
             self.credentials.method,
             scope,
         )
-        response = self._post(form, headers)
-        token = self._parse(response, scope)
+
+        def send() -> httpx.Response:
+            # Built afresh for every try: a client assertion may be used only once.
+            parts = self.credentials.token_request(self.token_url, self.clock.now())
+            form = {"grant_type": "client_credentials", "scope": scope, **parts.form}
+            headers = {"Accept": "application/json", **parts.headers}
+            return self._post(form, headers)
+
+        response, retried = self.retry.send(send, "POST")
+        token = self._parse(response, scope, retried)
         register_secret(token.access_token)
-        log.info("got a token for scope %s, valid %d s", token.scope, token.expires_in(now))
+        log.info(
+            "got a token for scope %s, valid %d s", token.scope, token.expires_in(self.clock.now())
+        )
         return token
 
     def _post(self, form: dict[str, str], headers: dict[str, str]) -> httpx.Response:
         verify = ssl_context(self._ca_bundle) if self.token_url.startswith("https:") else True
         try:
-            with httpx.Client(
-                transport=self._transport, verify=verify, timeout=self._timeout
+            with http_client(
+                self.token_url, transport=self._transport, verify=verify, timeout=self._timeout
             ) as client:
                 return client.post(self.token_url, data=form, headers=headers)
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
@@ -107,10 +130,10 @@ class TokenClient:
                 f"auth_url {self.auth_url!r} is not an http(s) URL: {exc}",
                 hint="set auth_url to the token service's base URL, e.g. http://127.0.0.1:8750",
             ) from None
-        except httpx.TimeoutException:
+        except httpx.TimeoutException as exc:
             raise UnreachableError(
                 f"the token endpoint {self.token_url} did not answer within {self._timeout:g} s",
-                hint=self._unreachable_hint(),
+                hint=self._unreachable_hint(exc),
             ) from None
         except httpx.TransportError as exc:
             raise UnreachableError(
@@ -122,30 +145,47 @@ class TokenClient:
         tls_hint = tls_failure_hint(exc, "auth_url") if exc is not None else None
         if tls_hint is not None:
             return tls_hint
+        proxy = proxy_variable(self.token_url)
+        if proxy is not None:
+            return f"the request went through the proxy in {proxy}; check it, or list the host in NO_PROXY"
+        if isinstance(exc, httpx.ReadTimeout):
+            return "the token service accepted the connection but did not answer; try again"
         if "127.0.0.1" in self.auth_url or "localhost" in self.auth_url:
             return "is the emulator running? start it with 'prefctl emulator start'"
         return "check auth_url in the profile and your network"
 
-    def _parse(self, response: httpx.Response, scope: str) -> CachedToken:
+    def _parse(self, response: httpx.Response, scope: str, retried: RetryState) -> CachedToken:
         from pydantic import ValidationError
 
         from prefctl.models.token import TokenError, TokenResponse
 
         status = response.status_code
+        target = redirect_target(response)
+        if target is not None:
+            raise PrefctlError(
+                f"the token endpoint {self.token_url} redirected to {one_line(target)} "
+                f"(HTTP {status})",
+                hint="if the token service moved, set auth_url to its new address; prefctl "
+                "does not follow redirects, so the credentials never go to another address",
+            )
+        hint = retry_hint(status, retried)
+        if hint is None and status >= 500:
+            hint = "the token service, or a proxy in front of it, failed; try again later"
         body = _json_body(response)
         if body is None:
             kind = response.headers.get("content-type", "no content type").split(";")[0]
             raise PrefctlError(
                 f"the token endpoint {self.token_url} answered HTTP {status} with {kind}, not JSON",
-                hint="check that auth_url points at the token service",
+                hint=hint or "check that auth_url points at the token service",
             )
         if isinstance(body, dict) and isinstance(body.get("error"), str):
             error = TokenError.model_validate(body)
-            self._raise_token_error(status, error.error, error.error_description)
+            self._raise_token_error(status, error.error, error.error_description, hint)
         if status != 200:
             raise PrefctlError(
                 f"the token endpoint {self.token_url} answered HTTP {status} "
                 "without an OAuth error",
+                hint=hint,
             )
         try:
             parsed = TokenResponse.model_validate(body)
@@ -174,13 +214,16 @@ class TokenClient:
             self.clock.now(),
         )
 
-    def _raise_token_error(self, status: int, error: str, description: str | None) -> None:
-        # The description comes from the server: never let it carry a secret to the terminal.
-        text = redact(f"{error}: {description}" if description else error)
+    def _raise_token_error(
+        self, status: int, error: str, description: str | None, hint: str | None = None
+    ) -> None:
+        # The description comes from the server: never let it carry a secret to the terminal,
+        # nor a page of text.
+        text = one_line(f"{error}: {description}" if description else error)
         message = f"the token endpoint refused the request (HTTP {status}): {text}"
         if error in AUTH_ERRORS:
             raise AuthError(message, hint=_HINTS.get(error))
-        raise PrefctlError(message)
+        raise PrefctlError(message, hint=hint)
 
 
 def _json_body(response: httpx.Response) -> Any:
@@ -200,6 +243,8 @@ def transport_error_reason(exc: httpx.TransportError) -> str:
         return "the server's TLS certificate is not trusted"
     if "Connection refused" in text or "Errno 111" in text:
         return "connection refused"
+    if "Connection reset" in text or "Errno 104" in text:
+        return "the connection was reset"
     return redact(text.splitlines()[0])
 
 

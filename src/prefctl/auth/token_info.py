@@ -139,13 +139,14 @@ def _signing_key(
     import httpx
     import jwt
 
+    from prefctl.auth.http_policy import http_client
     from prefctl.auth.tls import ssl_context
 
     url = issuer.rstrip("/") + JWKS_PATH
     verify = ssl_context(ca_bundle) if url.startswith("https:") else True
     log.debug("fetching the issuer's keys from %s", url)
     try:
-        with httpx.Client(transport=transport, verify=verify, timeout=10.0) as client:
+        with http_client(url, transport=transport, verify=verify, timeout=10.0) as client:
             response = client.get(url, headers={"Accept": "application/json"})
     except httpx.TransportError as exc:
         raise UnreachableError(
