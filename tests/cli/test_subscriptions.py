@@ -84,6 +84,27 @@ def test_subscriptions_create_waits_for_the_handshake_and_exits_0_on_succeeded(
     assert "provisioned (Succeeded)" in result.stderr
 
 
+def test_subscriptions_create_with_a_proxy_in_the_environment_still_handshakes_direct(
+    isolated_env: Path, cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # HTTP(S)_PROXY set on a corporate laptop (before the emulator starts): its handshake, like
+    # its deliveries, goes to the subscriber direct, and the CLI reaches it on 127.0.0.1 direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")
+    config = EmulatorConfig(port=free_port(), data_dir=tmp_path / "data", time_scale=TIME_SCALE)
+    running = start_in_thread(config)
+    try:
+        running.write_profile(Path(os.environ["PREFCTL_CONFIG"]))
+        with receiver_for(running) as receiver:
+            result = create(
+                cli, "--name", "proxied", "--url", receiver.webhook_url, "-e", "tag.added"
+            )
+    finally:
+        running.stop()
+    assert result.exit_code == 0, result.output
+    assert result.json["ProvisioningState"] == "Succeeded"
+
+
 def test_subscriptions_create_verbose_on_a_terminal_logs_above_the_spinner(
     emulator: RunningEmulator, receiver: RunningReceiver
 ) -> None:

@@ -235,6 +235,17 @@ def test_check_conforming_endpoint_passes_every_case(base_url: str) -> None:
     assert all(case.duration_ms >= 0 for case in report.cases)
 
 
+def test_check_of_an_endpoint_on_this_machine_ignores_the_environments_proxy(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A corporate laptop sets HTTP(S)_PROXY; no proxy reaches 127.0.0.1 (this one is not even
+    # there), so the check goes direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")
+    report = _check(base_url + "/good")
+    assert report.passed, report.failures
+
+
 def test_check_endpoint_that_never_verifies_fails_the_signature_cases(base_url: str) -> None:
     report = _check(base_url + "/no-verify")
     assert _failed(report) == {"bad_signature", "stale_timestamp"}

@@ -154,6 +154,24 @@ def test_receiver_forward_mirrors_the_handler_and_reports_it() -> None:
     assert seen.event_id == "evt-fwd"  # the handler got the event, signature header included
 
 
+def test_receiver_forward_to_a_handler_on_this_machine_ignores_the_environments_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # a proxy that is not there
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{sock.getsockname()[1]}")
+    with start_in_thread(ReceiverConfig(port=0, verify=False)) as handler:
+        config = ReceiverConfig(port=0, credentials=CREDS, forward_to=handler.webhook_url)
+        with start_in_thread(config) as running:
+            response = post_event(running.webhook_url, "evt-direct", trust_env=False)
+            (verdict,) = running.wait_for(1)
+        (seen,) = handler.wait_for(1)
+    assert response.status_code == 200
+    assert verdict.forward is not None
+    assert verdict.forward.status == 200
+    assert seen.event_id == "evt-direct"
+
+
 def test_receiver_forward_to_a_dead_handler_answers_502() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

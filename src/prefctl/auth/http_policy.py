@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKOFF",
+    "LOOPBACK_DIRECT",
     "MAX_ATTEMPTS",
     "MAX_TOTAL_WAIT",
     "RetryPolicy",
@@ -188,6 +189,14 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_DIRECT: dict[str, httpx.AsyncBaseTransport | None] = {
+    "all://localhost": None,
+    "all://127.0.0.1": None,
+}
+"""httpx ``mounts`` for a client whose requests go to several hosts: those to this machine go
+direct, the others by the environment's proxy if it sets one."""
 
 
 def proxy_variable(url: str) -> str | None:

@@ -336,8 +336,13 @@ class HandshakeRunner:
         import httpx
 
         own_client = self._client is None
+        # No proxy from the environment, as for the deliveries (dispatcher.curl): the service's
+        # own calls to subscribers.
         client = self._client or httpx.AsyncClient(
-            verify=True, follow_redirects=False, timeout=self.timings.response_timeout
+            verify=True,
+            follow_redirects=False,
+            timeout=self.timings.response_timeout,
+            trust_env=False,
         )
         self._client = client
         self._loop = asyncio.get_running_loop()
@@ -458,7 +463,10 @@ class HandshakeRunner:
         if cached is not None and cached[0] == row.updated_at:
             return cached[1]
         client = httpx.AsyncClient(
-            verify=ssl_context(row), follow_redirects=False, timeout=self.timings.response_timeout
+            verify=ssl_context(row),
+            follow_redirects=False,
+            timeout=self.timings.response_timeout,
+            trust_env=False,
         )
         self._tls_clients[account] = (row.updated_at, client)
         if cached is not None:

@@ -62,7 +62,12 @@ class Forwarder:
     async def start(self) -> None:
         import httpx
 
-        self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+        from prefctl.auth.http_policy import is_loopback
+
+        # A handler on this machine is reached directly, whatever proxy the environment sets.
+        self._client = httpx.AsyncClient(
+            timeout=self.timeout, follow_redirects=False, trust_env=not is_loopback(self.url)
+        )
 
     async def close(self) -> None:
         if self._client is not None:
@@ -129,7 +134,12 @@ class AutoValidator:
     async def start(self) -> None:
         import httpx
 
-        self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
+        from prefctl.auth.http_policy import LOOPBACK_DIRECT
+
+        # validationUrls of the emulator (this machine) go direct, a real service's by any proxy.
+        self._client = httpx.AsyncClient(
+            timeout=self.timeout, follow_redirects=False, mounts=LOOPBACK_DIRECT
+        )
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from prefctl import __version__
+from prefctl.auth.http_policy import is_loopback
 from prefctl.auth.token_client import tls_host_mismatch
 from prefctl.clock import Clock, utc_timestamp
 from prefctl.errors import ConfigError, UnreachableError
@@ -47,6 +48,7 @@ def check_endpoint(
         transport=transport,
         follow_redirects=False,  # the service does not follow 3xx either
         headers={"User-Agent": f"prefctl/{__version__} endpoint-check"},
+        trust_env=not is_loopback(config.url),  # an endpoint on this machine: no proxy
     )
     with client, ValidationListener() as listener:
         return _Suite(config, client, listener, clock, rng).run(on_case)
