@@ -30,8 +30,8 @@ import httpx
 
 from prefctl import __version__
 from prefctl.api.problems import error_for_response
-from prefctl.auth.http_policy import IDEMPOTENT_METHODS, RetryPolicy, http_client, proxy_variable
-from prefctl.auth.token_client import tls_failure_hint, transport_error_reason
+from prefctl.auth.http_policy import IDEMPOTENT_METHODS, RetryPolicy, http_client
+from prefctl.auth.token_client import transport_error_reason, unreachable_hint
 from prefctl.errors import ConfigError, PrefctlError, UnreachableError, UsageError
 
 if TYPE_CHECKING:
@@ -251,17 +251,8 @@ class ApiClient:
                 "the service may have carried out the request; check before repeating it "
                 "(e.g. with 'prefctl profiles get' or 'prefctl events list')"
             )
-        tls_hint = tls_failure_hint(exc, "api_url") if exc is not None else None
-        if tls_hint is not None:
-            return tls_hint
-        proxy = proxy_variable(self.base_url)
-        if proxy is not None:
-            return f"the request went through the proxy in {proxy}; check it, or list the host in NO_PROXY"
-        if sent:
-            return "try again; check api_url and your network if it persists"
-        if "127.0.0.1" in self.api_url or "localhost" in self.api_url:
-            return "is the emulator running? start it with 'prefctl emulator start'"
-        return "check api_url in the profile and your network"
+        connected = "try again; check api_url and your network if it persists" if sent else None
+        return unreachable_hint(exc, self.base_url, "api_url", connected=connected)
 
 
 def _was_sent(exc: httpx.TransportError) -> bool:

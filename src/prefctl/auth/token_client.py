@@ -38,6 +38,7 @@ from prefctl.auth.http_policy import (
     RetryPolicy,
     RetryState,
     http_client,
+    is_loopback,
     one_line,
     proxy_variable,
     redirect_target,
@@ -141,18 +142,11 @@ class TokenClient:
                 hint=self._unreachable_hint(exc),
             ) from None
 
-    def _unreachable_hint(self, exc: Exception | None = None) -> str:
-        tls_hint = tls_failure_hint(exc, "auth_url") if exc is not None else None
-        if tls_hint is not None:
-            return tls_hint
-        proxy = proxy_variable(self.token_url)
-        if proxy is not None:
-            return f"the request went through the proxy in {proxy}; check it, or list the host in NO_PROXY"
+    def _unreachable_hint(self, exc: Exception) -> str:
+        answered = None
         if isinstance(exc, httpx.ReadTimeout):
-            return "the token service accepted the connection but did not answer; try again"
-        if "127.0.0.1" in self.auth_url or "localhost" in self.auth_url:
-            return "is the emulator running? start it with 'prefctl emulator start'"
-        return "check auth_url in the profile and your network"
+            answered = "the token service accepted the connection but did not answer; try again"
+        return unreachable_hint(exc, self.token_url, "auth_url", connected=answered)
 
     def _parse(self, response: httpx.Response, scope: str, retried: RetryState) -> CachedToken:
         from pydantic import ValidationError
@@ -246,6 +240,28 @@ def transport_error_reason(exc: httpx.TransportError) -> str:
     if "Connection reset" in text or "Errno 104" in text:
         return "the connection was reset"
     return redact(text.splitlines()[0])
+
+
+def unreachable_hint(
+    exc: BaseException | None, url: str, url_setting: str, *, connected: str | None = None
+) -> str:
+    """The hint after a request to ``url`` (from the profile's ``url_setting``) failed in transit:
+    a TLS failure's remedy, the proxy it went through, ``connected`` (the hint when the server
+    was reached, if the caller knows it was), whether the emulator runs (a loopback ``url``), or
+    the setting and the network."""
+    tls_hint = tls_failure_hint(exc, url_setting) if exc is not None else None
+    if tls_hint is not None:
+        return tls_hint
+    proxy = proxy_variable(url)
+    if proxy is not None:
+        return (
+            f"the request went through the proxy in {proxy}; check it, or list the host in NO_PROXY"
+        )
+    if connected is not None:
+        return connected
+    if is_loopback(url):
+        return "is the emulator running? start it with 'prefctl emulator start'"
+    return f"check {url_setting} in the profile and your network"
 
 
 def tls_failure_hint(exc: BaseException, url_setting: str) -> str | None:
