@@ -40,7 +40,7 @@ from prefctl.receiver.verdict import Kind, SignatureResult, Verdict
 from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE, build_reply, validation_fields
 from prefctl.webhooks.signature import SignatureError, Verifier
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "HEALTH_PATH", "ReceiverApp"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "HEALTH_PATH", "OK", "Answer", "ReceiverApp"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -54,15 +54,6 @@ _SIGNATURE = b"service-webhook"
 _CONTENT_TYPE = b"content-type"
 _CONTENT_LENGTH = b"content-length"
 _JSON = b"application/json"
-
-# Prebuilt messages: uvicorn reads them and never mutates them, so one of each serves every request.
-_OK_START: Message = {
-    "type": "http.response.start",
-    "status": 200,
-    "headers": [(_CONTENT_LENGTH, b"0")],
-}
-_EMPTY_BODY: Message = {"type": "http.response.body", "body": b""}
-_HEALTH_BODY = b'{"status":"ok"}'
 
 
 class _Head(msgspec.Struct, rename="pascal", gc=False):
@@ -125,7 +116,7 @@ class ReceiverApp:
         if path == self.path and method == "POST":
             return self._webhook(scope, receive, send)
         if path == HEALTH_PATH and method in ("GET", "HEAD"):
-            return _respond(send, 200, _HEALTH_BODY)
+            return _HEALTHY.send(send)
         return self._other(scope, send, path, method)
 
     async def _other(self, scope: Scope, send: Send, path: str, method: str) -> None:
@@ -141,64 +132,82 @@ class ReceiverApp:
             allow = b"POST" if path == self.path else b"GET, HEAD"
             verdict.status, verdict.reason = 405, "method_not_allowed"
             verdict.detail = f"{method} is not allowed here (use {allow.decode()})"
-            await _respond(
-                send, 405, _error(verdict.reason, verdict.detail), extra=[(b"allow", allow)]
-            )
+            answer = Answer(405, _error(verdict.reason, verdict.detail), extra=[(b"allow", allow)])
         else:
             verdict.reason = "not_found"
             verdict.detail = f"not the webhook path {self.path}"
-            await _respond(send, 404, _error(verdict.reason, verdict.detail))
+            answer = Answer(404, _error(verdict.reason, verdict.detail))
+        await answer.send(send)
         self.push(verdict)
 
     async def _webhook(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The hot path: every line here runs for every event, so it stays flat and plain.
-        now = self.clock.now()
         headers: list[tuple[bytes, bytes]] = scope["headers"]
+        verdict, signature, answer = self.begin(headers)
+        if answer is None:
+            body = await self._read_body(receive)
+            if body is None:
+                return  # the client went away before sending the body
+            answer = self.finish(verdict, signature, body)
+            if answer is None:
+                answer = await self._event(verdict, headers, body)
+                if answer is None:
+                    await _reset(send)
+                    self.push(verdict)
+                    return
+        await answer.send(send)
+        self.push(verdict)
+
+    @property
+    def synchronous(self) -> bool:
+        """Whether ``begin``/``finish`` answer every request (no fault plan, no forwarding)."""
+        return self.faults is None and self.forwarder is None
+
+    def begin(
+        self, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[Verdict, bytes | None, Answer | None]:
+        """Start a POST to the webhook path from its headers: its verdict, its signature header,
+        and the answer when the headers alone decide it (413 by Content-Length, 415).
+
+        The ASGI handler and the receiver's HTTP protocol (``receiver.protocol``) share this and
+        ``finish``: they are the webhook path's decisions, and every line runs for every event.
+        """
         # Names arrive lower-cased; for a repeated header the last one counts, as with a loop.
         by_name = dict(headers)
         signature: bytes | None = by_name.get(_SIGNATURE)
         content_type: bytes | None = by_name.get(_CONTENT_TYPE)
         length: bytes | None = by_name.get(_CONTENT_LENGTH)
         # Positional (type, time, kind, method, path, status): the cheapest way to build one.
-        verdict = Verdict("request", now, Kind.INVALID, "POST", self.path, 400)
+        verdict = Verdict("request", self.clock.now(), Kind.INVALID, "POST", self.path, 400)
         if self.keep_request:
             verdict._headers = headers
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await self._too_large(send, verdict)
-            return
+            return verdict, signature, self._too_large(verdict)
         if content_type is not None and content_type != _JSON and not _is_json(content_type):
             ctype = content_type.decode("latin-1")[:80]
-            await self._reject(
-                send, verdict, 415, "unsupported_media_type", f"Content-Type {ctype!r} is not JSON"
-            )
-            return
+            detail = f"Content-Type {ctype!r} is not JSON"
+            return verdict, signature, _reject(verdict, 415, "unsupported_media_type", detail)
+        return verdict, signature, None
 
-        received = await receive()
-        if received["type"] != "http.request":
-            return  # the client went away before sending the body
-        body: bytes = received.get("body", b"")
-        if received.get("more_body", False):
-            rest = await self._read_rest(receive, body)
-            if rest is None:
-                return
-            body = rest
+    def finish(self, verdict: Verdict, signature: bytes | None, body: bytes) -> Answer | None:
+        """The answer to a webhook request whose whole ``body`` arrived (or more than the limit).
+
+        None for an authentic event when a fault plan or forwarding decides its answer (``_event``).
+        """
         if self.keep_request:
             verdict._body = body
         if len(body) > self.max_body_bytes:
-            await self._too_large(send, verdict)
-            return
+            return self._too_large(verdict)
 
         verifier = self.verifier
         if verifier is None:
             verdict.signature = SignatureResult.UNVERIFIED
         elif signature is not None:
             try:
-                verifier.verify(signature.decode("latin-1"), now=now)
+                verifier.verify(signature.decode("latin-1"), now=verdict.time)
             except SignatureError as exc:
                 verdict.signature = SignatureResult.INVALID
                 _describe_message(verdict, body)
-                await self._reject(send, verdict, 401, exc.reason, exc.message)
-                return
+                return _reject(verdict, 401, exc.reason, exc.message)
             verdict.signature = SignatureResult.VALID
         else:
             verdict.signature = SignatureResult.MISSING
@@ -216,12 +225,10 @@ class ReceiverApp:
             try:
                 parsed = orjson.loads(body)
             except orjson.JSONDecodeError as exc:
-                await self._reject(send, verdict, 400, "not_json", f"body is not JSON: {exc}")
-                return
+                return _reject(verdict, 400, "not_json", f"body is not JSON: {exc}")
             if type(parsed) is not dict:
                 detail = f"body is a JSON {_json_type(parsed)}, not an object"
-                await self._reject(send, verdict, 400, "not_an_object", detail)
-                return
+                return _reject(verdict, 400, "not_an_object", detail)
             message = parsed
             get = parsed.get
             head = _Head(
@@ -239,12 +246,10 @@ class ReceiverApp:
         if type(event_time) is str:
             verdict.event_time = event_time
         if type(event_type) is not str or not event_type:
-            await self._reject(send, verdict, 400, "no_event_type", "no EventType string")
-            return
+            return _reject(verdict, 400, "no_event_type", "no EventType string")
         verdict.event_type = event_type
         if type(event_id) is not str or not event_id:
-            await self._reject(send, verdict, 400, "no_event_id", "no EventId string")
-            return
+            return _reject(verdict, 400, "no_event_id", "no EventId string")
         verdict.event_id = event_id
 
         if event_type == VALIDATION_EVENT_TYPE:
@@ -255,26 +260,26 @@ class ReceiverApp:
                 try:
                     message = orjson.loads(body)
                 except orjson.JSONDecodeError as exc:  # valid JSON that orjson refuses (1e999)
-                    await self._reject(send, verdict, 400, "not_json", f"body is not JSON: {exc}")
-                    return
-            await self._handshake(send, verdict, message)
-            return
+                    return _reject(verdict, 400, "not_json", f"body is not JSON: {exc}")
+            return self._handshake(verdict, message)
         verdict.kind = Kind.EVENT
         if verdict.signature == SignatureResult.MISSING:
             detail = "no Service-Webhook header (only handshakes are unsigned)"
-            await self._reject(send, verdict, 401, "missing", detail)
-            return
+            return _reject(verdict, 401, "missing", detail)
         if self.faults is None and self.forwarder is None:
             verdict.status = 200
-            await send(_OK_START)
-            await send(_EMPTY_BODY)
-            self.push(verdict)
-            return
-        await self._event(send, verdict, headers, body)
+            return OK
+        return None
 
-    async def _read_rest(self, receive: Receive, first: bytes) -> bytes | None:
-        """The rest of a body sent in several parts; stops reading past the limit."""
-        buffer = bytearray(first)
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body (or the first part past the limit); None if the client went away."""
+        received = await receive()
+        if received["type"] != "http.request":
+            return None
+        body: bytes = received.get("body", b"")
+        if not received.get("more_body", False):
+            return body
+        buffer = bytearray(body)
         limit = self.max_body_bytes
         while True:
             received = await receive()
@@ -285,32 +290,30 @@ class ReceiverApp:
                 # Past the limit the caller answers 413 and closes the connection.
                 return bytes(buffer)
 
-    async def _handshake(self, send: Send, verdict: Verdict, message: dict[str, Any]) -> None:
+    def _handshake(self, verdict: Verdict, message: dict[str, Any]) -> Answer:
         code, url = validation_fields(message)
         if self.manual_validation:
             if url is None:
                 detail = "handshake without data.validationUrl (needed for manual validation)"
-                await self._reject(send, verdict, 400, "no_validation_url", detail)
-                return
+                return _reject(verdict, 400, "no_validation_url", detail)
             verdict.validation_url = url
             verdict.status = 200
             verdict.detail = "answered without the code: validate by GET of the validationUrl"
-            await _respond(send, 200, b"{}")
             if self.validator is not None:
-                self.validator.schedule(url)
-        else:
-            if code is None:
-                detail = "handshake without data.validationCode"
-                await self._reject(send, verdict, 400, "no_validation_code", detail)
-                return
-            verdict.status = 200
-            verdict.detail = "answered validationResponse"
-            await _respond(send, 200, orjson.dumps(build_reply(code)))
-        self.push(verdict)
+                self.validator.schedule(url)  # a task: it runs after the answer is written
+            return Answer(200, b"{}")
+        if code is None:
+            return _reject(
+                verdict, 400, "no_validation_code", "handshake without data.validationCode"
+            )
+        verdict.status = 200
+        verdict.detail = "answered validationResponse"
+        return Answer(200, orjson.dumps(build_reply(code)))
 
     async def _event(
-        self, send: Send, verdict: Verdict, headers: list[tuple[bytes, bytes]], body: bytes
-    ) -> None:
+        self, verdict: Verdict, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> Answer | None:
+        """The answer a fault plan or the forwarded handler gives; None: reset the connection."""
         faults = self.faults
         action = faults.next() if faults is not None else None
         if action is not None:
@@ -320,39 +323,75 @@ class ReceiverApp:
             if action.close:
                 verdict.status = None
                 verdict.detail = "connection reset (fault)"
-                await _reset(send)
-                self.push(verdict)
-                return
+                return None
             if action.status is not None:
                 verdict.status = action.status
-                await _respond(send, action.status, b"")
-                self.push(verdict)
-                return
+                return Answer(action.status, b"")
         forwarder = self.forwarder
         if forwarder is not None:
             answer = await forwarder.forward(headers, body)
             verdict.forward = answer.result
             verdict.status = answer.status
-            await _respond(send, answer.status, answer.body, content_type=answer.content_type)
-        else:
-            verdict.status = 200
-            await send(_OK_START)
-            await send(_EMPTY_BODY)
-        self.push(verdict)
+            return Answer(answer.status, answer.body, content_type=answer.content_type)
+        verdict.status = 200
+        return OK
 
-    async def _reject(
-        self, send: Send, verdict: Verdict, status: int, reason: str, detail: str
-    ) -> None:
-        verdict.status, verdict.reason, verdict.detail = status, reason, detail
-        await _respond(send, status, _error(reason, detail))
-        self.push(verdict)
-
-    async def _too_large(self, send: Send, verdict: Verdict) -> None:
+    def _too_large(self, verdict: Verdict) -> Answer:
         verdict.status, verdict.reason = 413, "body_too_large"
         verdict.detail = f"body over the limit of {self.max_body_bytes} bytes"
         # Close the connection: the rest of the body is never read.
-        await _respond(send, 413, _error(verdict.reason, verdict.detail), close=True)
-        self.push(verdict)
+        return Answer(413, _error(verdict.reason, verdict.detail), close=True)
+
+
+class Answer:
+    """One answer of the receiver: status, headers and body.
+
+    ``send`` writes it as ASGI messages; the receiver's HTTP protocol writes ``headers`` itself.
+    """
+
+    __slots__ = ("_body_message", "_start_message", "body", "close", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        *,
+        content_type: bytes | None = _JSON,
+        extra: list[tuple[bytes, bytes]] | None = None,
+        close: bool = False,
+    ) -> None:
+        headers = [(_CONTENT_LENGTH, str(len(body)).encode())]
+        if body and content_type:
+            headers.append((_CONTENT_TYPE, content_type))
+        if close:
+            headers.append((b"connection", b"close"))
+        if extra:
+            headers.extend(extra)
+        self.status = status
+        self.body = body
+        self.headers = headers
+        self.close = close
+        self._start_message: Message = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": headers,
+        }
+        self._body_message: Message = {"type": "http.response.body", "body": body}
+
+    async def send(self, send: Send) -> None:
+        # uvicorn reads the messages and never mutates them, so a prebuilt answer serves many.
+        await send(self._start_message)
+        await send(self._body_message)
+
+
+OK = Answer(200, b"")
+"""The answer to an authentic event: 200 with an empty body."""
+_HEALTHY = Answer(200, b'{"status":"ok"}')
+
+
+def _reject(verdict: Verdict, status: int, reason: str, detail: str) -> Answer:
+    verdict.status, verdict.reason, verdict.detail = status, reason, detail
+    return Answer(status, _error(reason, detail))
 
 
 def _describe_message(verdict: Verdict, body: bytes) -> None:
@@ -395,26 +434,6 @@ def _json_type(value: object) -> str:
 
 def _error(reason: str, detail: str) -> bytes:
     return orjson.dumps({"error": reason, "detail": detail})
-
-
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    *,
-    content_type: bytes | None = _JSON,
-    extra: list[tuple[bytes, bytes]] | None = None,
-    close: bool = False,
-) -> None:
-    headers = [(_CONTENT_LENGTH, str(len(body)).encode())]
-    if body and content_type:
-        headers.append((_CONTENT_TYPE, content_type))
-    if close:
-        headers.append((b"connection", b"close"))
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 _LINGER_RESET = struct.pack("ii", 1, 0)

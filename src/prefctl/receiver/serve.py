@@ -96,13 +96,18 @@ def uvicorn_config(
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
     client_ca: Path | None = None,
+    http: type[asyncio.Protocol] | str = "httptools",
 ) -> uvicorn.Config:
-    """uvicorn tuned for throughput; the receiver and the benchmark's bare app both use it."""
+    """uvicorn tuned for throughput; the receiver and the benchmark's bare app both use it.
+
+    ``http`` is uvicorn's HTTP protocol: the receiver passes its own (``receiver.protocol``), which
+    answers the webhook path without the ASGI round trip.
+    """
     import uvicorn
 
     config = uvicorn.Config(
         app,
-        http="httptools",
+        http=http,
         loop="uvloop",
         ws="none",
         lifespan="off",
@@ -188,6 +193,8 @@ class _Receiver:
         return self._summary()
 
     async def _main(self, on_ready: Callable[[dict[str, Any]], None] | None) -> None:
+        from prefctl.receiver.protocol import webhook_protocol  # imports uvicorn
+
         config = self.config
         forwarder = (
             Forwarder(config.forward_to, timeout=config.forward_timeout)
@@ -212,7 +219,11 @@ class _Receiver:
         info = config.ready_info(self.port)
         server = _Server(
             uvicorn_config(
-                app, tls_cert=config.tls_cert, tls_key=config.tls_key, client_ca=config.client_ca
+                app,
+                tls_cert=config.tls_cert,
+                tls_key=config.tls_key,
+                client_ca=config.client_ca,
+                http=webhook_protocol(app),
             ),
             on_started=lambda: on_ready(info) if on_ready else None,
         )
