@@ -7,6 +7,8 @@ go to stderr. Commands never create a Console themselves.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -122,17 +124,42 @@ class Output:
         if not rows:
             self.info(empty)
             return
-        from rich.table import Table
+        headers = [header for _key, header in columns]
+        cells = [[_cell(row.get(key)) for key, _header in columns] for row in rows]
+        console = self.out
+        # A pipe or a file gets whole rows, unless COLUMNS asks for a width (as ls honours it).
+        folds = console.is_terminal or bool(os.environ.get("COLUMNS"))
+        lines = plain_table(headers, cells, title=title, width=console.width if folds else None)
+        with writing_stdout():
+            if lines is not None:
+                self._plain(lines, titled=title is not None)
+                return
+            from rich.table import Table
+            from rich.text import Text
+
+            table = Table(title=title, show_edge=False, header_style="bold")
+            for header in headers:
+                table.add_column(header, overflow="fold")
+            for texts in cells:
+                # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
+                table.add_row(*[Text(text) for text in texts])
+            console.print(table)
+
+    def _plain(self, lines: list[str], *, titled: bool) -> None:
+        """A ``plain_table`` on stdout, its title and header styled as Rich would style them."""
         from rich.text import Text
 
-        table = Table(title=title, show_edge=False, header_style="bold")
-        for _key, header in columns:
-            table.add_column(header, overflow="fold")
-        for row in rows:
-            # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
-            table.add_row(*[Text(_cell(row.get(key))) for key, _ in columns])
-        with writing_stdout():
-            self.out.print(table)
+        console = self.out
+        head = 0
+        if console.color_system is not None:
+            head = 2 if titled else 1
+            for index, line in enumerate(lines[:head]):
+                style = "table.title" if titled and index == 0 else "bold"
+                text = Text(line, style=style, no_wrap=True, overflow="ignore")
+                console.print(text, crop=False)
+        file = console.file
+        file.write("\n".join(lines[head:]) + "\n")
+        file.flush()
 
     def listing(
         self,
@@ -352,6 +379,63 @@ def _cell(value: Any) -> str:
     if isinstance(value, dict):
         return to_json(value, indent=False)
     return str(value)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def plain_table(
+    headers: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    width: int | None = None,
+) -> list[str] | None:
+    """The lines of ``Output.table``'s table, one per row, when no cell needs folding.
+
+    The same characters as Rich's rendering (no edge, a heavy header rule, padded cells), made
+    by padding strings: Rich measures and wraps every cell (a 30,000-row listing took ~25 s,
+    this takes well under one). None when a cell holds a control character (a line break, a
+    tab, an escape: Rich decides how to show those), when the table is wider than ``width``
+    (a terminal's), where Rich folds the cells, or narrower than its title; with ``width`` None (stdout is a pipe or a
+    file) rows are never folded, so each stays one line for grep and friends.
+    """
+    from rich.cells import cell_len
+
+    if any(_CONTROL.search(text) for text in [*headers, title or ""]) or any(
+        _CONTROL.search(text) for row in cells for text in row
+    ):
+        return None
+    widths = [cell_len(header) for header in headers]
+    for row in cells:
+        for index, text in enumerate(row):
+            size = cell_len(text)
+            if size > widths[index]:
+                widths[index] = size
+    total = sum(widths) + 3 * len(widths) - 1
+    if (width is not None and total > width) or (
+        title is not None and (cell_len(title) > total or title != title.strip())
+    ):
+        return None  # Rich folds the cells, or the title over the table's width
+
+    def line(texts: Sequence[str], separator: str) -> str:
+        return separator.join(
+            f" {text}{' ' * (size - cell_len(text))} "
+            for text, size in zip(texts, widths, strict=True)
+        )
+
+    lines = [] if title is None else [_centred(title, total)]
+    lines.append(line(headers, "┃"))
+    lines.append("╇".join("━" * (size + 2) for size in widths))
+    lines.extend(line(row, "│") for row in cells)
+    return lines
+
+
+def _centred(text: str, width: int) -> str:
+    from rich.cells import cell_len
+
+    spare = max(width - cell_len(text), 0)
+    return " " * (spare // 2) + text + " " * (spare - spare // 2)
 
 
 def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
