@@ -4,6 +4,7 @@
     problems.py       error answers (RFC 9457 problem+json) → PrefctlError with its exit code
     profiles.py       ProfilesApi: create, get, search (paged), replace, patch, lifecycle
     patches.py        JSON Patch / merge patch bodies: shape detection, ``--set`` paths, diffs
+    shapes.py         fields of an answer read by their shape: lenient for tables, strict for ids
     subscriptions.py  SubscriptionsApi and the wait for provisioning
     settings.py       SettingsApi and the range check made before sending
     programs.py       ProgramsApi

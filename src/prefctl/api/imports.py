@@ -40,6 +40,7 @@ from prefctl.api.client import (
     not_json_constant,
     parse_json,
 )
+from prefctl.api.shapes import text
 from prefctl.clock import Clock
 from prefctl.errors import PrefctlError, UsageError
 
@@ -406,7 +407,7 @@ class ImportsApi:
             job = self.status(import_id)
             if on_status is not None:
                 on_status(job)
-            if job.get("State") in FINAL_STATES:
+            if text(job.get("State")) in FINAL_STATES:  # a list would be unhashable
                 return job
             left = deadline - clock.monotonic()
             if left <= 0:

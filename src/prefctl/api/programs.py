@@ -6,6 +6,7 @@ A preference names a Program, one of its Filters and a Channel; this is where to
 from __future__ import annotations
 
 from prefctl.api.client import ApiClient, Resource
+from prefctl.api.shapes import text
 from prefctl.errors import PrefctlError
 
 __all__ = ["ProgramsApi"]
@@ -28,4 +29,4 @@ class ProgramsApi:
             return programs
         # Filtered here rather than with ?programType= so that any case matches; accounts have few.
         wanted = program_type.strip().lower()
-        return [p for p in programs if str(p.get("ProgramType", "")).lower() == wanted]
+        return [p for p in programs if (text(p.get("ProgramType")) or "").lower() == wanted]

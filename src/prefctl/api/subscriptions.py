@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from prefctl.api.client import ApiClient, Resource
+from prefctl.api.shapes import required_id, text
 from prefctl.clock import Clock
 from prefctl.errors import NotFoundError, PrefctlError, UsageError
 
@@ -36,6 +37,8 @@ __all__ = [
     "input_body",
     "provisioning_error",
     "selection",
+    "selections_to_edit",
+    "subscription_id",
     "without_read_only",
 ]
 
@@ -93,6 +96,28 @@ def without_read_only(body: Mapping[str, Any]) -> Resource:
     """``body`` without the fields the service maintains, so that a saved record can be sent
     back; anything else (a misspelt field too) is kept for the service to judge."""
     return {key: value for key, value in body.items() if key not in READ_ONLY_FIELDS}
+
+
+def subscription_id(record: Mapping[str, Any]) -> int:
+    """The record's Id, for the next request about it; PrefctlError when the service sent none."""
+    return required_id(record, "Id", "a subscription")
+
+
+def selections_to_edit(value: Any, where: str) -> list[dict[str, Any]]:
+    """The event selections ``value`` (a record's Subscriptions), for ``update`` to change;
+    PrefctlError naming ``where`` they come from when they are not a list of objects with an
+    EventType (sending back only the readable ones would delete the others)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(item, dict) and isinstance(item.get("EventType"), str) for item in value
+    ):
+        raise PrefctlError(
+            f"the Subscriptions {where} are not a list of selections with an EventType; "
+            "nothing was changed",
+            hint="replace them all with --event",
+        )
+    return list(value)
 
 
 def failure_reason(record: Mapping[str, Any]) -> str | None:
@@ -162,7 +187,7 @@ class SubscriptionsApi:
         last_state: object = None
         while True:
             record = self.get(subscription_id)
-            state = record.get("ProvisioningState")
+            state = text(record.get("ProvisioningState"))
             if state != last_state and on_state is not None:
                 on_state(record)
             last_state = state
@@ -175,8 +200,8 @@ class SubscriptionsApi:
 def provisioning_error(record: Mapping[str, Any], waited: float) -> PrefctlError | None:
     """None when the subscription is Succeeded; else the error to exit with (exit 1): Failed
     with the service's reason, or still in another state after ``waited`` seconds."""
-    state = record.get("ProvisioningState")
-    subscription_id = record.get("Id")
+    state = text(record.get("ProvisioningState"))
+    subscription_id = text(record.get("Id"))
     if state == "Succeeded":
         return None
     if state == "Failed":
@@ -191,6 +216,6 @@ def provisioning_error(record: Mapping[str, Any], waited: float) -> PrefctlError
             "it with the same Url leaves it Failed)",
         )
     return PrefctlError(
-        f"subscription {subscription_id} is still {state} after {waited:g} s",
+        f"subscription {subscription_id} is still {state or 'not provisioned'} after {waited:g} s",
         hint=f"'prefctl subscriptions get {subscription_id}' shows it later",
     )

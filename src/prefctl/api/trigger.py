@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from prefctl.api.client import ApiClient, Resource
 from prefctl.api.events import EventQuery, EventsApi
 from prefctl.api.profiles import ProfilesApi
+from prefctl.api.shapes import required_id, text
 from prefctl.api.trigger_recipes import Names, Target, recipes
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.webhooks import catalog
@@ -68,11 +69,12 @@ def trigger(
     names = Names(f"{rng.getrandbits(32):08x}", filter_value, _programs_of(client))
     if event_type == "profile.created":
         created = profiles.create(names.throwaway_profile())
-        new_id = int(created["ProfileId"])
+        new_id = required_id(created, "ProfileId", "POST /profiles")
         return TriggerResult(event_type, new_id, True, _event_ids(events, new_id, event_type))
     created_profile = profile_id is None
     if profile_id is None:
-        profile_id = int(profiles.create(names.throwaway_profile())["ProfileId"])
+        created = profiles.create(names.throwaway_profile())
+        profile_id = required_id(created, "ProfileId", "POST /profiles")
     target = Target(profiles, profile_id)
     recipe = recipes(names)[event_type]
     for step in recipe.setup:
@@ -90,7 +92,8 @@ def trigger(
 
 def _event_ids(events: EventsApi, profile_id: int, event_type: str) -> list[str]:
     query = EventQuery(profile_id=profile_id, event_type=event_type)
-    return [str(e.get("EventId")) for e in events.list_all(query, page_size=500)]
+    events_of_type = events.list_all(query, page_size=500)
+    return [event_id for e in events_of_type if (event_id := text(e.get("EventId"))) is not None]
 
 
 def _programs_of(client: ApiClient) -> Callable[[], list[Resource]]:

@@ -19,6 +19,7 @@ from typing import Any
 from prefctl.api.client import Resource
 from prefctl.api.patches import merge_patch
 from prefctl.api.profiles import ProfilesApi
+from prefctl.api.shapes import list_to_edit, object_to_edit, objects_at, text, texts_at
 from prefctl.webhooks import catalog
 
 __all__ = ["REASON", "Names", "Recipe", "Target", "recipes"]
@@ -76,14 +77,18 @@ class Names:
 
     def preference(self) -> dict[str, Any]:
         """A preference of a real program: the one offering ``filter_value`` when given."""
-        programs = [p for p in self.programs() if p.get("Name")]
         wanted = self.filter_value
-        for program in programs:
-            filters = [f.get("Name") for f in program.get("Filters") or [] if f.get("Name")]
+        for program in self.programs():
+            name = text(program.get("Name"))
+            if not name:
+                continue
+            filters = [
+                f for item in objects_at(program, "Filters") if (f := text(item.get("Name")))
+            ]
             if wanted is None or wanted in filters:
-                channels = program.get("Channels") or ["Email"]
+                channels = texts_at(program, "Channels") or ["Email"]
                 chosen = wanted or (filters[0] if filters else None)
-                return _preference(str(program["Name"]), str(channels[0]), chosen)
+                return _preference(name, channels[0], chosen)
         return _preference("prefctl-trigger", "Email", wanted)
 
 
@@ -136,9 +141,13 @@ def _active(profile: Resource) -> bool:
 
 
 # -- changes ---------------------------------------------------------------------------------------
+def _of(profile: dict[str, Any]) -> str:
+    return f"profile {text(profile.get('ProfileId'))}"
+
+
 def _add(key: str, item: Any) -> Change:
     def change(profile: dict[str, Any]) -> None:
-        profile[key] = [*(profile.get(key) or []), copy.deepcopy(item)]
+        profile[key] = [*list_to_edit(profile, key, _of(profile)), copy.deepcopy(item)]
 
     return change
 
@@ -151,14 +160,15 @@ def _matches(item: Any, identity: Any) -> bool:
 
 def _drop(key: str, identity: Any) -> Change:
     def change(profile: dict[str, Any]) -> None:
-        profile[key] = [i for i in profile.get(key) or [] if not _matches(i, identity)]
+        items = list_to_edit(profile, key, _of(profile))
+        profile[key] = [i for i in items if not _matches(i, identity)]
 
     return change
 
 
 def _edit(key: str, identity: dict[str, Any], **fields: Any) -> Change:
     def change(profile: dict[str, Any]) -> None:
-        for item in profile.get(key) or []:
+        for item in list_to_edit(profile, key, _of(profile)):  # the profile's own items
             if _matches(item, identity):
                 item.update(copy.deepcopy(fields))
 
@@ -183,7 +193,7 @@ def _name_part(part: str, value: Callable[[Any], Any]) -> Change:
     """Set CustomerName.<part> to ``value(current)``; None clears it."""
 
     def change(profile: dict[str, Any]) -> None:
-        name = dict(profile.get("CustomerName") or {})
+        name = object_to_edit(profile, "CustomerName", _of(profile))
         new = value(name.get(part))
         if new is None:
             name.pop(part, None)

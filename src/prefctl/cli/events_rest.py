@@ -7,10 +7,11 @@ API (registered by ``prefctl.cli.events``).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from prefctl.api.shapes import scalar
 from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client
 from prefctl.cli._context import get_state
 
@@ -69,6 +70,7 @@ def list_events(
     """
     from prefctl.api.events import EventQuery, EventsApi
     from prefctl.api.subscriptions import SubscriptionsApi
+    from prefctl.api.subscriptions import subscription_id as id_of
     from prefctl.clock import SystemClock, parse_moment
 
     state = get_state()
@@ -77,7 +79,7 @@ def list_events(
     with api_client(state) as client:
         subscription_id = None
         if subscription is not None:
-            subscription_id = int(SubscriptionsApi(client).resolve(subscription)["Id"])
+            subscription_id = id_of(SubscriptionsApi(client).resolve(subscription))
         query = EventQuery(
             profile_id=profile_id,
             subscription_id=subscription_id,
@@ -94,13 +96,19 @@ def list_events(
         if subscription_id is not None:
             columns[1:1] = [("EventTime", "EVENT TIME")]
         api = EventsApi(client)
+        keys = [key for key, _ in columns]
+
+        def row(event: dict[str, Any]) -> dict[str, Any]:
+            # A field the service sent in another shape is an empty cell (api/shapes).
+            return {key: scalar(event.get(key)) for key in keys}
+
         if all_pages:
-            rows = api.list_all(query, page_size=limit or 500)
-            state.out.listing(rows, columns, noun="events", empty="no events")
+            events = api.list_all(query, page_size=limit or 500)
+            state.out.listing(events, columns, noun="events", summary=row, empty="no events")
             return
         page = api.list(query, limit=limit, cursor=cursor)
-        events, next_cursor = page.items, page.next_cursor
-    state.out.table(events, columns, empty="no events")
+        items, next_cursor = page.items, page.next_cursor
+    state.out.table([row(e) for e in items], columns, json_rows=items, empty="no events")
     if next_cursor:
         state.out.info(f"more events: --cursor {next_cursor}, or --all")
 

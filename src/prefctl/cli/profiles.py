@@ -13,10 +13,12 @@ Tables for people; ``-o json`` prints profiles exactly as the API returns them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client, read_object
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
@@ -263,69 +265,80 @@ def _show(state: State, profile: dict[str, Any], done: str | None = None) -> Non
 
 
 def _name(profile: dict[str, Any]) -> str:
-    name = profile.get("CustomerName") or {}
+    name = object_at(profile, "CustomerName")
     parts = ("Prefix", "FirstName", "MiddleName", "LastName", "Suffix")
-    return " ".join(str(name[p]) for p in parts if name.get(p))
+    return " ".join(shown for p in parts if (shown := text(name.get(p))))
 
 
-def _default(items: list[dict[str, Any]] | None, key: str) -> str | None:
-    items = items or []
-    chosen = next((i for i in items if i.get("IsDefault")), items[0] if items else None)
-    return None if chosen is None else str(chosen.get(key))
+def _is_default(item: dict[str, Any]) -> bool:
+    return item.get("IsDefault") is True
+
+
+def _default(profile: dict[str, Any], list_key: str, key: str) -> str | None:
+    items = objects_at(profile, list_key)
+    chosen = next((i for i in items if _is_default(i)), items[0] if items else None)
+    return None if chosen is None else text(chosen.get(key))
 
 
 def _summary(profile: dict[str, Any]) -> dict[str, Any]:
-    edited = profile.get("Edited") or {}
+    """The profile's row in the search table (fields in another shape: empty, see api/shapes)."""
+    edited = object_at(profile, "Edited")
     return {
-        "ProfileId": profile.get("ProfileId"),
-        "active": profile.get("IsActive", True),
+        "ProfileId": scalar(profile.get("ProfileId")),
+        "active": scalar(profile.get("IsActive", True)),
         "name": _name(profile),
-        "email": _default(profile.get("Emails"), "Address"),
-        "phone": _default(profile.get("PhoneNumbers"), "Number"),
-        "modified": edited.get("ModifiedDate") or edited.get("CreateDate"),
+        "email": _default(profile, "Emails", "Address"),
+        "phone": _default(profile, "PhoneNumbers", "Number"),
+        "modified": text(edited.get("ModifiedDate")) or text(edited.get("CreateDate")),
     }
 
 
 def _details(profile: dict[str, Any]) -> dict[str, Any]:
-    """The profile in key/value lines: the fields people look for, each list on one line."""
-    edited = profile.get("Edited") or {}
+    """The profile in key/value lines: the fields people look for, each list on one line.
 
-    def marked(items: list[dict[str, Any]] | None, key: str) -> list[str]:
-        return [f"{i.get(key)}{' (default)' if i.get('IsDefault') else ''}" for i in items or []]
+    A field the service sent in another shape is left out, as are list items without the field
+    that names them (api/shapes)."""
+    edited = object_at(profile, "Edited")
 
-    preferences = len(profile.get("ProfilePreferences") or []) + sum(
-        len(contact.get("Preferences") or [])
-        for key in ("Emails", "PhoneNumbers", "Addresses")
-        for contact in profile.get(key) or []
+    def named(key: str, name: str, describe: Callable[[dict[str, Any], str], str]) -> list[str]:
+        return [
+            describe(item, shown)
+            for item in objects_at(profile, key)
+            if (shown := text(item.get(name))) is not None
+        ]
+
+    def marked(key: str, name: str) -> list[str]:
+        return named(key, name, lambda i, n: f"{n} (default)" if _is_default(i) else n)
+
+    def valued(key: str, name: str, value: str, separator: str, missing: Any = None) -> list[str]:
+        return named(key, name, lambda i, n: f"{n}{separator}{text(i.get(value, missing)) or ''}")
+
+    contacts = ("Emails", "PhoneNumbers", "Addresses")
+    preferences = len(objects_at(profile, "ProfilePreferences")) + sum(
+        len(objects_at(contact, "Preferences"))
+        for key in contacts
+        for contact in objects_at(profile, key)
     )
     rows: dict[str, Any] = {
-        "ProfileId": profile.get("ProfileId"),
-        "active": profile.get("IsActive", True),
-        "reason code": profile.get("ReasonCode"),
+        "ProfileId": scalar(profile.get("ProfileId")),
+        "active": scalar(profile.get("IsActive", True)),
+        "reason code": text(profile.get("ReasonCode")),
         "name": _name(profile),
-        "customer type": profile.get("CustomerType"),
-        "locale": profile.get("DefaultLocale"),
-        "registration": profile.get("RegistrationStatus"),
-        "emails": marked(profile.get("Emails"), "Address"),
-        "phones": marked(profile.get("PhoneNumbers"), "Number"),
-        "addresses": marked(profile.get("Addresses"), "Type"),
-        "alternate ids": [
-            f"{a.get('Type')}={a.get('Value')}" for a in profile.get("AlternateIds") or []
-        ],
+        "customer type": text(profile.get("CustomerType")),
+        "locale": text(profile.get("DefaultLocale")),
+        "registration": text(profile.get("RegistrationStatus")),
+        "emails": marked("Emails", "Address"),
+        "phones": marked("PhoneNumbers", "Number"),
+        "addresses": marked("Addresses", "Type"),
+        "alternate ids": valued("AlternateIds", "Type", "Value", "="),
         "preferences": preferences,
-        "consents": [
-            f"{c.get('ConsentType')}: {c.get('ConsentStatus', 'NotSet')}"
-            for c in profile.get("Consents") or []
-        ],
-        "custom fields": [
-            f"{f.get('Name')}={f.get('Value')}" for f in profile.get("CustomFields") or []
-        ],
-        "groups": [
-            f"{g.get('Name')}{'' if g.get('IsActive', True) else ' (inactive)'}"
-            for g in profile.get("Groups") or []
-        ],
-        "tags": profile.get("Tags") or [],
-        "created": edited.get("CreateDate"),
-        "modified": edited.get("ModifiedDate"),
+        "consents": valued("Consents", "ConsentType", "ConsentStatus", ": ", "NotSet"),
+        "custom fields": valued("CustomFields", "Name", "Value", "="),
+        "groups": named(
+            "Groups", "Name", lambda g, n: f"{n} (inactive)" if g.get("IsActive") is False else n
+        ),
+        "tags": texts_at(profile, "Tags"),
+        "created": text(edited.get("CreateDate")),
+        "modified": text(edited.get("ModifiedDate")),
     }
     return {key: value for key, value in rows.items() if value not in (None, "", [])}

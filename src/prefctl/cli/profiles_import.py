@@ -43,6 +43,7 @@ def import_profiles(
     Exit 1 when the import Failed (or, with --strict, when any record failed); record errors are listed.
     """
     from prefctl.api.imports import ImportFile, ImportsApi
+    from prefctl.api.shapes import required_id
     from prefctl.clock import SystemClock
 
     state = get_state()
@@ -54,7 +55,7 @@ def import_profiles(
         with api_client(state) as client:
             api = ImportsApi(client)
             with state.out.progress("staging", total=total) as advance:
-                import_id = int(api.initiate()["ImportId"])
+                import_id = required_id(api.initiate(), "ImportId", "a new import")
                 api.stage_all(import_id, records, chunk_size=chunk_size, on_staged=advance)
             api.execute(import_id)
             with state.out.status(f"import {import_id}: queued") as show:
@@ -71,26 +72,31 @@ def import_profiles(
 
 
 def _import_summary(state: State, job: dict[str, Any], *, strict: bool) -> None:
-    import_id = job.get("ImportId")
+    """The import's counters and record errors (fields in another shape: empty, see api/shapes)."""
+    from prefctl.api.shapes import objects_at, scalar, text
+
+    import_id = scalar(job.get("ImportId"))
     state.out.record(
         {
             "import": import_id,
-            "state": job.get("State"),
-            "records": job.get("TotalRecords"),
-            "created": job.get("CreatedProfiles"),
-            "replaced": job.get("ReplacedProfiles"),
-            "failed": job.get("FailedRecords"),
+            "state": text(job.get("State")),
+            "records": scalar(job.get("TotalRecords")),
+            "created": scalar(job.get("CreatedProfiles")),
+            "replaced": scalar(job.get("ReplacedProfiles")),
+            "failed": scalar(job.get("FailedRecords")),
         },
         json_data=job,
     )
-    errors = job.get("Errors") or []
+    errors = objects_at(job, "Errors")
     for error in errors:
-        state.out.warn(f"record {error.get('Record')}: {error.get('Message')}")
-    failed = int(job.get("FailedRecords") or 0)
+        state.out.warn(f"record {text(error.get('Record'))}: {text(error.get('Message'))}")
+    count = job.get("FailedRecords")
+    failed = count if type(count) is int and count >= 0 else len(errors)
     if failed > len(errors):
         state.out.warn(f"{failed - len(errors)} more record errors are not shown")
     if job.get("State") == "Failed":
-        raise PrefctlError(f"import {import_id} failed: {job.get('Error') or 'no reason given'}")
+        reason = text(job.get("Error")) or "no reason given"
+        raise PrefctlError(f"import {import_id} failed: {reason}")
     if strict and failed:
         raise PrefctlError(
             f"import {import_id}: {failed} record{'' if failed == 1 else 's'} failed"

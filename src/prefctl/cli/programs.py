@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from prefctl.api.shapes import objects_at, scalar, text, texts_at
 from prefctl.cli._api import api_client
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
@@ -52,5 +53,13 @@ def list_programs(
 
 
 def _row(program: dict[str, Any]) -> dict[str, Any]:
-    filters = [f.get("Name") for f in program.get("Filters") or []]
-    return {**program, "filters": filters}
+    """The program's row (fields in another shape: empty, see api/shapes)."""
+    return {
+        "ProgramId": scalar(program.get("ProgramId")),
+        "Name": text(program.get("Name")),
+        "ProgramType": text(program.get("ProgramType")),
+        "filters": [
+            name for item in objects_at(program, "Filters") if (name := text(item.get("Name")))
+        ],
+        "Channels": texts_at(program, "Channels"),
+    }

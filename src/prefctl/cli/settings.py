@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.api.shapes import scalar
 from prefctl.cli._api import api_client
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
@@ -72,7 +73,7 @@ def _show(state: State, settings: dict[str, Any]) -> None:
         rows.append(
             {
                 "setting": name,
-                "value": value,
+                "value": scalar(value),  # another shape: an empty cell (api/shapes)
                 "range": describe_range(limits) if limits else None,
                 "default": limits.default if limits else None,
             }

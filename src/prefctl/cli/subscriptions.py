@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object
+from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
+from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
@@ -126,7 +127,7 @@ def list_subscriptions() -> None:
     with api_client(state) as client:
         records = SubscriptionsApi(client).list()
     state.out.table(
-        [{**record, "events": _event_summary(record)} for record in records],
+        [_row(record) for record in records],
         [
             ("Id", "ID"),
             ("Name", "NAME"),
@@ -192,18 +193,32 @@ def update(
 
     A new Url runs the handshake again; the command then waits like create.
     """
-    from prefctl.api.subscriptions import SubscriptionsApi, input_body, without_read_only
+    from prefctl.api.subscriptions import (
+        SubscriptionsApi,
+        input_body,
+        selections_to_edit,
+        subscription_id,
+        without_read_only,
+    )
 
     state = get_state()
     with api_client(state) as client:
         api = SubscriptionsApi(client)
         current = api.resolve(subscription)
         body = input_body(current)
-        if file:
-            body.update(without_read_only(read_object(file, "a subscription")))
+        from_file = without_read_only(read_object(file, "a subscription")) if file else {}
+        body.update(from_file)
         body = _apply_flags(body, name, url, description, catch_up)
+        where = (
+            f"in {source_name(file)}"
+            if file and "Subscriptions" in from_file
+            else f"of subscription {current.get('Id')} (as the service answered)"
+        )
         body["Subscriptions"] = _selections(
-            body.get("Subscriptions") or [], event, add_event, remove_event
+            [] if event else selections_to_edit(body.get("Subscriptions"), where),
+            event,
+            add_event,
+            remove_event,
         )
         if body == input_body(current):
             given = (
@@ -217,7 +232,7 @@ def update(
                 else "nothing to change",
                 hint="pass --url, --name, --event… with new values",
             )
-        record = api.replace(int(current["Id"]), body)
+        record = api.replace(subscription_id(current), body)
         url_changed = record.get("Url") != current.get("Url")
         _finish(state, api, record, wait=url_changed and not no_wait, timeout=wait_timeout)
 
@@ -235,12 +250,13 @@ def resume(subscription: SubscriptionArgument) -> None:
 def delete(subscription: SubscriptionArgument, yes: YesOption = False) -> None:
     """Delete a subscription: notifications stop at once; asks first on a terminal."""
     from prefctl.api.subscriptions import SubscriptionsApi
+    from prefctl.api.subscriptions import subscription_id as id_of
 
     state = get_state()
     with api_client(state) as client:
         api = SubscriptionsApi(client)
         record = api.resolve(subscription)
-        subscription_id = int(record["Id"])
+        subscription_id = id_of(record)
         state.out.confirm(
             f"Delete subscription {subscription_id} ({record.get('Name')}) and its pending"
             " deliveries (its dead letters stay)?",
@@ -286,13 +302,13 @@ def _selections(
 
 
 def _set_state(subscription: str, wanted: str) -> None:
-    from prefctl.api.subscriptions import SubscriptionsApi, input_body
+    from prefctl.api.subscriptions import SubscriptionsApi, input_body, subscription_id
 
     state = get_state()
     with api_client(state) as client:
         api = SubscriptionsApi(client)
         current = api.resolve(subscription)
-        record = api.replace(int(current["Id"]), {**input_body(current), "State": wanted})
+        record = api.replace(subscription_id(current), {**input_body(current), "State": wanted})
     _show(state, record)
     state.out.success(f"subscription {record.get('Id')} is {wanted}")
 
@@ -301,20 +317,20 @@ def _finish(
     state: State, api: SubscriptionsApi, record: dict[str, Any], *, wait: bool, timeout: float
 ) -> None:
     """Wait for provisioning (when asked), show the record, and exit 1 unless Succeeded."""
-    from prefctl.api.subscriptions import FINAL_STATES, provisioning_error
+    from prefctl.api.subscriptions import FINAL_STATES, provisioning_error, subscription_id
     from prefctl.clock import SystemClock
 
     if not wait:
         _show(state, record)
         return
-    subscription_id = int(record["Id"])
-    if record.get("ProvisioningState") not in FINAL_STATES:
+    record_id = subscription_id(record)
+    if text(record.get("ProvisioningState")) not in FINAL_STATES:
         with state.out.status(_waiting(record)) as show:
 
             def on_state(current: dict[str, Any]) -> None:
                 show(_waiting(current))
                 if current.get("ProvisioningState") == "AwaitingManualAction":
-                    until = current.get("ValidationExpiresAt")
+                    until = text(current.get("ValidationExpiresAt"))
                     state.out.warn(
                         "the endpoint answered the handshake without the validation code: "
                         "a GET of the validationUrl it received is needed"
@@ -323,51 +339,83 @@ def _finish(
                     )
 
             record = api.wait_until_provisioned(
-                subscription_id, timeout=timeout, clock=SystemClock(), on_state=on_state
+                record_id, timeout=timeout, clock=SystemClock(), on_state=on_state
             )
     _show(state, record)
     error = provisioning_error(record, timeout)
     if error is not None:
         raise error
-    state.out.success(f"subscription {subscription_id} is provisioned (Succeeded)")
+    state.out.success(f"subscription {record_id} is provisioned (Succeeded)")
 
 
 def _waiting(record: dict[str, Any]) -> str:
-    return f"subscription {record.get('Id')}: {record.get('ProvisioningState')}, waiting…"
+    provisioning = text(record.get("ProvisioningState")) or "state unknown"
+    return f"subscription {record.get('Id')}: {provisioning}, waiting…"
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's row in the list (fields in another shape: empty, see api/shapes)."""
+    keys = ("Id", "Name", "State", "ProvisioningState", "Url")
+    return {**{key: scalar(record.get(key)) for key in keys}, "events": _event_summary(record)}
 
 
 def _event_summary(record: dict[str, Any]) -> str:
-    types = [str(s.get("EventType")) for s in record.get("Subscriptions") or []]
+    types = [
+        shown
+        for item in objects_at(record, "Subscriptions")
+        if (shown := text(item.get("EventType"))) is not None
+    ]
     if len(types) <= 3:
         return ", ".join(types)
     return f"{', '.join(types[:2])} +{len(types) - 2} more"
 
 
-def _selection_text(item: dict[str, Any]) -> str:
-    from prefctl.webhooks.catalog import filter_key
+def _selection_text(item: dict[str, Any]) -> str | None:
+    """``TYPE:FILTER,…`` (None without a readable EventType). The filter key is the Entity's,
+    or the event type's when the Entity is not one prefctl knows."""
+    from prefctl.webhooks import catalog
 
-    key = filter_key(str(item.get("Entity"))) if item.get("Entity") else None
-    values = item.get(key.name) if key else None
-    return f"{item.get('EventType')}:{','.join(values)}" if values else str(item.get("EventType"))
+    event_type = text(item.get("EventType"))
+    if event_type is None:
+        return None
+    entity = text(item.get("Entity"))
+    if entity not in catalog.ENTITIES:
+        entity = catalog.entity_of(event_type) if catalog.is_event_type(event_type) else None
+    key = catalog.filter_key(entity) if entity is not None else None
+    values = texts_at(item, key.name) if key else []
+    return f"{event_type}:{','.join(values)}" if values else event_type
+
+
+def _alerts_text(record: dict[str, Any]) -> str | None:
+    """The alert recipients, ``off`` (also when the record has no Alerts: the default), or None
+    when the service sent them in another shape."""
+    alerts = record.get("Alerts")
+    if alerts is None:
+        return "off"
+    enabled = alerts.get("Enabled", False) if isinstance(alerts, dict) else None
+    if enabled is True:
+        return ", ".join(texts_at(alerts, "Recipients"))
+    return "off" if enabled is False else None
 
 
 def _show(state: State, record: dict[str, Any]) -> None:
-    alerts = record.get("Alerts") or {}
-    edited = record.get("Edited") or {}
+    """The record in key/value lines; a field the service sent in another shape is left out."""
+    edited = object_at(record, "Edited")
+    selections = objects_at(record, "Subscriptions")
     rows = {
-        "Id": record.get("Id"),
-        "name": record.get("Name"),
-        "description": record.get("Description"),
-        "url": record.get("Url"),
-        "state": record.get("State"),
-        "provisioning": record.get("ProvisioningState"),
-        "provisioning error": record.get("ProvisioningError"),
-        "validation expires": record.get("ValidationExpiresAt"),
-        "catch up on resume": record.get("CatchUpOnResume"),
-        "events": [_selection_text(item) for item in record.get("Subscriptions") or []],
-        "alerts": ", ".join(alerts.get("Recipients") or []) if alerts.get("Enabled") else "off",
-        "created": edited.get("CreateDate"),
-        "modified": edited.get("ModifiedDate"),
+        "Id": scalar(record.get("Id")),
+        "name": text(record.get("Name")),
+        "description": text(record.get("Description")),
+        "url": text(record.get("Url")),
+        "state": text(record.get("State")),
+        "provisioning": text(record.get("ProvisioningState")),
+        "provisioning error": text(record.get("ProvisioningError")),
+        "validation expires": text(record.get("ValidationExpiresAt")),
+        "catch up on resume": scalar(record.get("CatchUpOnResume")),
+        "events": [shown for item in selections if (shown := _selection_text(item)) is not None],
+        "alerts": _alerts_text(record),
+        "created": text(edited.get("CreateDate")),
+        "modified": text(edited.get("ModifiedDate")),
     }
     state.out.record(
         {key: value for key, value in rows.items() if value not in (None, "", [])},
