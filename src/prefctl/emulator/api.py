@@ -111,7 +111,9 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
 
 @contextlib.asynccontextmanager
 async def _group_writer_service(ctx: EmulatorContext) -> AsyncIterator[None]:
-    """Lets the profile writes still queued finish when the server stops."""
+    """Starts the writer process with the server, so that the first write does not wait for
+    its start-up; lets the profile writes still queued finish when the server stops."""
+    group_writer(ctx).start()
     try:
         yield
     finally:

@@ -14,8 +14,9 @@ commit, so an answer never reports a write that could still be lost; when the co
 every write of the batch gets that error.
 
 Why a process: the event loop and a writer thread take turns on the GIL, so one process served
-PATCHes on about one core of two (docs/performance.md). The process starts with the first write
-(about half a second of imports) and is talked to from the event loop itself, over pipes: a batch
+PATCHes on about one core of two (docs/performance.md). The process starts with the server
+(``start``; its ~0.25 s of imports then overlap the server's own start-up, where the first write
+used to wait for them) and is talked to from the event loop itself, over pipes: a batch
 is sent when the previous one has been answered, so the writes queued meanwhile go together.
 One event loop at a time: the writer serves the loop of its first write until it is stopped.
 
@@ -105,6 +106,12 @@ class GroupWriter:
         if not child.sent:
             self._send(child)
         return await future
+
+    def start(self) -> None:
+        """Start the writer process now for the running event loop, rather than with the first
+        write (the API's lifespan does: the process's ~0.25 s of start-up and imports then
+        overlap the server's own)."""
+        self._child_for(asyncio.get_running_loop())
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the writer process once it has answered its batch (a later ``run`` starts a new
