@@ -45,6 +45,8 @@ class Answer:
     delay: float = 0.0  # seconds before the status line is sent
     gzip: bool = False  # send the body gzip-encoded (Content-Encoding: gzip)
     reset: bool = False  # send the head and half the body, then reset the connection
+    drip: float = 0.0  # send the body a byte at a time, this many seconds apart
+    padding: int = 0  # spaces sent after the body (counted in Content-Length), 1 MiB at a time
 
 
 @dataclass
@@ -156,7 +158,7 @@ def _handler(service: StubTokenService) -> type[BaseHTTPRequestHandler]:
             body = gzip.compress(answer.body) if answer.gzip else answer.body
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(body) + answer.padding))
             if answer.gzip:
                 self.send_header("Content-Encoding", "gzip")
             for name, value in answer.headers.items():
@@ -173,7 +175,18 @@ def _handler(service: StubTokenService) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             try:
-                self.wfile.write(body)
+                if answer.drip:
+                    for index in range(len(body)):
+                        self.wfile.write(body[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(answer.drip)
+                else:
+                    self.wfile.write(body)
+                left = answer.padding
+                while left > 0:
+                    piece = min(left, 1024 * 1024)
+                    self.wfile.write(b" " * piece)
+                    left -= piece
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
                 self.close_connection = True
 

@@ -19,6 +19,14 @@ honoured for remote hosts; a loopback host (``127.0.0.0/8``, ``::1``, ``localhos
 reached directly, since no proxy can reach this machine's emulator. Proxy settings httpx cannot
 use are a ConfigError naming them, not a crash.
 
+**Answers** (``http_client``). An answer must arrive whole within ``ANSWER_DEADLINE_FACTOR`` times
+the client's read timeout, counted from the request (httpx's timeouts bound each read, so a server
+that sends a byte now and then would otherwise hold prefctl for ever): past it, the request is an
+``UnreachableError`` saying the server was still sending. A 2xx answer over ``MAX_ANSWER_BYTES``
+(as sent, before any gzip is undone) is an error rather than read into memory; of an error
+answer, only the first ``MAX_ERROR_BYTES`` are read (a problem document with hundreds of field
+errors fits).
+
 **Server text** (``one_line``): what a server wrote is cut to a bounded length, on one line.
 """
 
@@ -28,7 +36,7 @@ import ipaddress
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -37,16 +45,19 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from prefctl.errors import ConfigError
+from prefctl.errors import ConfigError, PrefctlError, UnreachableError
 from prefctl.logs import redact
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
 
 __all__ = [
+    "ANSWER_DEADLINE_FACTOR",
     "BACKOFF",
     "LOOPBACK_DIRECT",
+    "MAX_ANSWER_BYTES",
     "MAX_ATTEMPTS",
+    "MAX_ERROR_BYTES",
     "MAX_TOTAL_WAIT",
     "RetryPolicy",
     "RetryState",
@@ -65,6 +76,12 @@ BACKOFF = (1.0, 2.0, 4.0)  # waits before retries 1, 2, 3 when the answer gives 
 RETRY_STATUSES = frozenset({429, 503})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 SERVER_TEXT_LIMIT = 300  # characters of one piece of server text in a message
+# The largest answer read. The emulator's listing pages stay under ~8 MiB (store/_paging.py).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_ERROR_BYTES = 4 * 1024 * 1024  # of an error answer: a problem document with many field errors
+ANSWER_DEADLINE_FACTOR = 4  # the whole answer within 4 × the read timeout (30 s: 2 minutes)
+_DEFAULT_READ_TIMEOUT = 5.0  # httpx's, for a client made without a timeout
+_STARTED = "prefctl.started"  # request extension: when the request was sent (monotonic)
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 
@@ -218,8 +235,12 @@ def proxy_variable(url: str) -> str | None:
 
 def http_client(url: str, **options: Any) -> httpx.Client:
     """An ``httpx.Client`` for requests to ``url`` (``options``: httpx's): proxies from the
-    environment for a remote host, none for loopback; ConfigError for proxy settings httpx
-    cannot use."""
+    environment for a remote host, none for loopback; answers bounded in time and size (see the
+    module docstring); ConfigError for proxy settings httpx cannot use."""
+    timeout = options.get("timeout", _DEFAULT_READ_TIMEOUT)
+    read = timeout.read if isinstance(timeout, httpx.Timeout) else timeout
+    deadline = ANSWER_DEADLINE_FACTOR * (read if read is not None else _DEFAULT_READ_TIMEOUT)
+    options["event_hooks"] = {"request": [_mark_start], "response": [_bounded_answer(deadline)]}
     try:
         return httpx.Client(trust_env=not is_loopback(url), **options)
     except (ValueError, ImportError) as exc:
@@ -235,6 +256,74 @@ def http_client(url: str, **options: Any) -> httpx.Client:
             f"{one_line(str(exc))}",
             hint="set them to an http:// or https:// proxy URL, or unset them",
         ) from None
+
+
+def _mark_start(request: httpx.Request) -> None:
+    request.extensions[_STARTED] = time.monotonic()
+
+
+def _bounded_answer(seconds: float) -> Callable[[httpx.Response], None]:
+    """The response hook that bounds the answer's body in time and size (before httpx reads it)."""
+
+    def hook(response: httpx.Response) -> None:
+        request = response.request
+        deadline = request.extensions.get(_STARTED, time.monotonic()) + seconds
+        if time.monotonic() > deadline:  # the status line and headers alone took that long
+            raise _too_slow(request, seconds)
+        error = response.status_code >= 400
+        limit = MAX_ERROR_BYTES if error else MAX_ANSWER_BYTES
+        response.stream = _BoundedStream(response, deadline, seconds, limit, cut=error)
+
+    return hook
+
+
+class _BoundedStream(httpx.SyncByteStream):
+    """An answer's body as sent, stopped at a deadline and at a size: past ``limit`` an error
+    answer is cut (``cut``), any other is an error."""
+
+    def __init__(
+        self, response: httpx.Response, deadline: float, seconds: float, limit: int, *, cut: bool
+    ) -> None:
+        self._stream = response.stream
+        self._request = response.request
+        self._deadline = deadline
+        self._seconds = seconds
+        self._limit = limit
+        self._cut = cut
+
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        for chunk in self._stream:  # type: ignore[union-attr]
+            if time.monotonic() > self._deadline:
+                raise _too_slow(self._request, self._seconds)
+            if received + len(chunk) > self._limit:
+                if self._cut:
+                    yield chunk[: self._limit - received]
+                    return
+                raise PrefctlError(
+                    f"the answer of {self._request.url.host} to {_what(self._request)} is over "
+                    f"{self._limit // (1024 * 1024)} MiB; prefctl does not read answers that large",
+                    hint="check that the URL points at the service",
+                )
+            received += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+def _too_slow(request: httpx.Request, seconds: float) -> UnreachableError:
+    return UnreachableError(
+        f"{request.url.host} did not finish answering {_what(request)} within {seconds:g} s "
+        "(it was still sending)",
+        hint="try again; check the URL and your network if it persists",
+    )
+
+
+def _what(request: httpx.Request) -> str:
+    return f"{request.method} {request.url.path}"
 
 
 # -- answers ---------------------------------------------------------------------------------------
