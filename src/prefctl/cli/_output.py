@@ -394,41 +394,48 @@ def plain_table(
     """The lines of ``Output.table``'s table, one per row, when no cell needs folding.
 
     The same characters as Rich's rendering (no edge, a heavy header rule, padded cells), made
-    by padding strings: Rich measures and wraps every cell (a 30,000-row listing took ~25 s,
-    this takes well under one). None when a cell holds a control character (a line break, a
-    tab, an escape: Rich decides how to show those), when the table is wider than ``width``
-    (a terminal's), where Rich folds the cells, or narrower than its title; with ``width`` None (stdout is a pipe or a
-    file) rows are never folded, so each stays one line for grep and friends.
+    by padding strings: Rich measures and wraps every cell (30,000 rows: 10.8 s, against 0.29 s
+    here; bench/tables.py). None when a cell or the title holds a control character (a line
+    break, a tab, an escape) or one of no width (a combining mark), which Rich decides how to
+    show; when the table is wider than
+    ``width`` (a terminal's, or ``$COLUMNS``), where Rich folds the cells, or narrower than its
+    title; with ``width`` None (a pipe or a file) rows are never folded: each stays one line.
     """
     from rich.cells import cell_len
 
-    if any(_CONTROL.search(text) for text in [*headers, title or ""]) or any(
-        _CONTROL.search(text) for row in cells for text in row
+    if not all(_plain(text) for text in [*headers, title or ""]) or not all(
+        _plain(text) for row in cells for text in row
     ):
         return None
-    widths = [cell_len(header) for header in headers]
-    for row in cells:
-        for index, text in enumerate(row):
-            size = cell_len(text)
-            if size > widths[index]:
-                widths[index] = size
+    header_sizes = [cell_len(header) for header in headers]
+    sizes = [[cell_len(text) for text in row] for row in cells]
+    widths = [max(column) for column in zip(header_sizes, *sizes, strict=True)]
     total = sum(widths) + 3 * len(widths) - 1
     if (width is not None and total > width) or (
         title is not None and (cell_len(title) > total or title != title.strip())
     ):
         return None  # Rich folds the cells, or the title over the table's width
 
-    def line(texts: Sequence[str], separator: str) -> str:
+    def line(texts: Sequence[str], own: Sequence[int], separator: str) -> str:
         return separator.join(
-            f" {text}{' ' * (size - cell_len(text))} "
-            for text, size in zip(texts, widths, strict=True)
+            f" {text}{' ' * (room - size)} "
+            for text, size, room in zip(texts, own, widths, strict=True)
         )
 
     lines = [] if title is None else [_centred(title, total)]
-    lines.append(line(headers, "┃"))
-    lines.append("╇".join("━" * (size + 2) for size in widths))
-    lines.extend(line(row, "│") for row in cells)
+    lines.append(line(headers, header_sizes, "┃"))
+    lines.append("╇".join("━" * (room + 2) for room in widths))
+    lines.extend(line(row, row_sizes, "│") for row, row_sizes in zip(cells, sizes, strict=True))
     return lines
+
+
+def _plain(text: str) -> bool:
+    """Whether ``text`` shows as its characters, each one or two cells wide."""
+    if text.isascii():
+        return _CONTROL.search(text) is None
+    from rich.cells import get_character_cell_size
+
+    return _CONTROL.search(text) is None and all(get_character_cell_size(c) for c in text)
 
 
 def _centred(text: str, width: int) -> str:

@@ -18,7 +18,7 @@ PATCHes on about one core of two (docs/performance.md). The process starts with 
 (``start``; its ~0.25 s of imports then overlap the server's own start-up, where the first write
 used to wait for them) and is talked to from the event loop itself, over pipes: a batch
 is sent when the previous one has been answered, so the writes queued meanwhile go together.
-One event loop at a time: the writer serves the loop of its first write until it is stopped.
+One event loop at a time: the writer serves the loop it was started on until it is stopped.
 
 ``stop`` ends the process once its batch is done; the API's lifespan calls it, and a later ``run``
 starts a new one. If the process dies, the writes waiting for it fail and the next write starts

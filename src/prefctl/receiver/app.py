@@ -266,7 +266,7 @@ class ReceiverApp:
         if verdict.signature == SignatureResult.MISSING:
             detail = "no Service-Webhook header (only handshakes are unsigned)"
             return _reject(verdict, 401, "missing", detail)
-        if self.faults is None and self.forwarder is None:
+        if self.synchronous:
             verdict.status = 200
             return OK
         return None
