@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
+from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
-from prefctl.cli.emulator import DataDirOption
 
 if TYPE_CHECKING:
     from prefctl.dispatcher.alert_log import AlertEntry

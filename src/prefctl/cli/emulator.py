@@ -8,23 +8,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import State, get_state
+from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
-from prefctl.config import ENV_DATA_DIR
 from prefctl.dispatcher import mail
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.store.accounts import OAuthClient, User
-
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help=f"Folder of the emulator's store (env: {ENV_DATA_DIR}; default: the user data dir).",
-        show_default=False,
-        file_okay=False,
-    ),
-]
 
 
 def register(root: typer.Typer) -> None:
