@@ -242,7 +242,7 @@ def serve_emulator(argv: list[str]) -> None:
 
     separator = argv.index("--")
     if "--no-dispatcher" in argv[:separator]:
-        from prefctl.dispatcher import service
+        from prefctl.emulator import dispatcher_service as service
 
         service.register = lambda app, ctx: None
 

@@ -44,7 +44,7 @@ class InProcess:
     """An emulator app called directly with ASGI scopes."""
 
     def __init__(self, data_dir: Path) -> None:
-        from prefctl.emulator import paths
+        from prefctl.config import paths
         from prefctl.emulator.app import EmulatorContext, create_app
 
         self.ctx = EmulatorContext(
@@ -92,7 +92,7 @@ def store_signing_key(data_dir: Path, pem_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from prefctl.emulator import paths
+    from prefctl.config import paths
     from prefctl.emulator.keys import jwk_thumbprint
     from prefctl.store import tokens
     from prefctl.store.db import connect, transaction

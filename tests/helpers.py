@@ -34,7 +34,7 @@ class CliResult:
         return self.stdout + self.stderr
 
 
-def run_cli(*args: str, stdin: str | None = None) -> CliResult:
+def run_cli(*args: str | os.PathLike[str], stdin: str | None = None) -> CliResult:
     """Run ``prefctl ARGS`` in this process and capture what it prints and its exit code."""
     from prefctl.cli.app import run
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from prefctl._demo_story import RECIPIENT, STORY, expected_events, selections
 from prefctl.demo import (
     EXPECTED_OUTCOMES,
     DemoOptions,
@@ -19,6 +18,7 @@ from prefctl.demo import (
     StepKind,
     run_demo,
 )
+from prefctl.demo.story import RECIPIENT, STORY, expected_events, selections
 from prefctl.errors import UsageError
 
 USER_PATHS = ("config/profiles.toml", "cache", "data", "xdg-config", "xdg-cache", "xdg-data")

@@ -106,7 +106,7 @@ class IssuedCertificate:
 
 def default_certs_dir(env: Mapping[str, str] | None = None) -> Path:
     """``certs`` in prefctl's data dir (``PREFCTL_DATA_DIR``, else the platform's user data dir)."""
-    from prefctl.emulator.paths import resolve_data_dir
+    from prefctl.config.paths import resolve_data_dir
 
     return resolve_data_dir(None, env) / "certs"
 

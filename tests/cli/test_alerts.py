@@ -19,6 +19,7 @@ import typer
 from aiosmtpd.controller import Controller
 
 from prefctl.clock import FakeClock
+from prefctl.config import paths
 from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice, observer
 from prefctl.dispatcher.mail import (
     ENV_SMTP_PASSWORD,
@@ -29,7 +30,7 @@ from prefctl.dispatcher.mail import (
     SmtpSettings,
 )
 from prefctl.dispatcher.observer import ObserverContext
-from prefctl.emulator import admin, paths
+from prefctl.emulator import admin
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread
 from prefctl.store import accounts, subscriptions
 from prefctl.store import alerts as alert_store

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from prefctl.demo import EXPECTED_OUTCOMES
+from prefctl.demo.model import EXPECTED_OUTCOMES
 from tests.helpers import CliResult, run_cli
 
 PROFILES = '# mine\ndefault = "work"\n\n[profiles.work]\napi_url = "https://api.example.com/v1"\n'

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from prefctl.clock import SystemClock
-from prefctl.emulator import admin, paths
+from prefctl.config import paths
+from prefctl.emulator import admin
 from prefctl.receiver.faults import FaultPlan
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.store.db import connect

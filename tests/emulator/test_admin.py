@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from prefctl.clock import FakeClock
-from prefctl.emulator import admin, paths
+from prefctl.config import paths
+from prefctl.emulator import admin
 from prefctl.errors import EXIT_USAGE, ConfigError, PrefctlError, UsageError
 from prefctl.store import accounts
 from prefctl.store.accounts import PERMISSIONS

@@ -11,7 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from prefctl.clock import FakeClock
-from prefctl.emulator import admin, paths
+from prefctl.config import paths
+from prefctl.emulator import admin
 from prefctl.emulator.app import EmulatorContext
 from prefctl.emulator.oauth import (
     InvalidTokenError,

@@ -7,7 +7,7 @@ token for the resolved profile, the token is printed from here and nothing heavy
 
 In every other case (other flags, ``-v``, JSON output, no fresh token, a configuration problem or
 warning, stdout that cannot be written) it returns False and the full CLI runs, which does the same
-work with its messages and error handling. Only ``config.py``, ``cache.py`` and ``clock.py`` are
+work with its messages and error handling. Only ``config``, ``cache.py`` and ``clock.py`` are
 imported here.
 """
 

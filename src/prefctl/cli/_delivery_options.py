@@ -1,5 +1,6 @@
-"""Options shared by ``prefctl deliveries``, ``deadletters`` and ``replay``: the store, the
-dead-letter filters, and the time bounds."""
+"""Options shared by the commands that act on the emulator's data: its data dir (``emulator``
+and its support-team operations), the store, the dead-letter filters and the time bounds
+(``deliveries``, ``deadletters`` and ``replay``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ from prefctl.dispatcher.policy import DeadLetterReason
 
 if TYPE_CHECKING:
     from prefctl.dispatcher.deadletters import DeadLetterFilter
+
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help=f"Folder of the emulator's store (env: {ENV_DATA_DIR}; default: the user data dir).",
+        show_default=False,
+        file_okay=False,
+    ),
+]
 
 
 StoreOption = Annotated[

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
+from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
-from prefctl.cli.emulator import DataDirOption
 
 if TYPE_CHECKING:
     from prefctl.dispatcher.alert_log import AlertEntry
@@ -52,8 +52,8 @@ def list_alerts(
 ) -> None:
     """List the alert emails, oldest first, whether they went by SMTP or into alerts.mbox."""
     from prefctl.cli._delivery_options import moment
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.dispatcher import alert_log
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     start = moment(since, "--since")
@@ -85,8 +85,8 @@ def show_alert(
     data_dir: DataDirOption = None,
 ) -> None:
     """Show one alert email as its recipients read it, with how it was sent."""
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.dispatcher import alert_log
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     entry = alert_log.show_alert(resolve_data_dir(data_dir), alert)

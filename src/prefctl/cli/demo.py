@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.demo import DEFAULT_TIME_SCALE, DemoStep, StepKind
+from prefctl.demo.model import DEFAULT_TIME_SCALE, DemoStep, StepKind
 from prefctl.errors import PrefctlError
 
 if TYPE_CHECKING:
     from prefctl.cli._output import Output
-    from prefctl.demo import DemoReport
+    from prefctl.demo.model import DemoReport
 
 
 def register(root: typer.Typer) -> None:

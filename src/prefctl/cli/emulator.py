@@ -8,23 +8,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import State, get_state
+from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
-from prefctl.config import ENV_DATA_DIR
 from prefctl.dispatcher import mail
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.store.accounts import OAuthClient, User
-
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help=f"Folder of the emulator's store (env: {ENV_DATA_DIR}; default: the user data dir).",
-        show_default=False,
-        file_okay=False,
-    ),
-]
 
 
 def register(root: typer.Typer) -> None:
@@ -190,8 +180,8 @@ def _print_ready(state: State, record: dict[str, Any]) -> None:
 
 def status(data_dir: DataDirOption = None) -> None:
     """Whether an emulator runs from the data dir (exit 0 if it does, 1 if not)."""
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import daemon
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     current = daemon.status(resolve_data_dir(data_dir))
@@ -208,8 +198,8 @@ def status(data_dir: DataDirOption = None) -> None:
 
 def stop(data_dir: DataDirOption = None) -> None:
     """Stop the emulator running from the data dir (exit 1 if none runs)."""
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import daemon
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     directory = resolve_data_dir(data_dir)
@@ -241,8 +231,8 @@ def clients_add(
 ) -> None:
     """Register an OAuth client; its secret is printed once, on stdout, and never stored."""
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
@@ -270,8 +260,8 @@ def clients_add(
 def clients_list(data_dir: DataDirOption = None) -> None:
     """List the OAuth clients (never their secrets)."""
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
 
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
         clients = admin.list_clients(conn, SystemClock())
@@ -304,8 +294,8 @@ def users_add(
 ) -> None:
     """Add an API user to the emulator's account with the given permissions."""
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
 
     permissions = [p.strip() for value in permission or [] for p in value.split(",") if p.strip()]
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
@@ -316,8 +306,8 @@ def users_add(
 def users_list(data_dir: DataDirOption = None) -> None:
     """List the API users and their permissions."""
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
 
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
         users = admin.list_users(conn, SystemClock())
@@ -339,8 +329,8 @@ def revoke(
 ) -> None:
     """Revoke an access token by its jti: the REST API refuses it from now on."""
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
     from prefctl.store.timestamps import wire_time
 
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
@@ -363,7 +353,7 @@ def _stop_command(data_dir: Path) -> str:
     it is the default one (a bare ``emulator stop`` would stop another emulator)."""
     import shlex
 
-    from prefctl.emulator.paths import resolve_data_dir
+    from prefctl.config.paths import resolve_data_dir
 
     if data_dir == resolve_data_dir(env={}):
         return "prefctl emulator stop"
@@ -375,8 +365,8 @@ def reset(
     data_dir: DataDirOption = None,
 ) -> None:
     """Wipe the emulator's store; the next start creates a new account and credentials."""
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin, daemon
-    from prefctl.emulator.paths import resolve_data_dir
 
     state = get_state()
     directory = resolve_data_dir(data_dir)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
+from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
-from prefctl.cli.emulator import DataDirOption
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,8 +63,8 @@ def _set_alerts(
     data_dir: Path | None, ref: str, *, enabled: bool, recipients: list[str]
 ) -> SubscriptionRecord:
     from prefctl.clock import SystemClock
+    from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
-    from prefctl.emulator.paths import resolve_data_dir
 
     with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
         return admin.set_subscription_alerts(

@@ -186,7 +186,7 @@ def _is_wanted(wanted: str, alert_id: int | None, message_id: str) -> bool:
 
 @contextmanager
 def _store(data_dir: Path) -> Iterator[sqlite3.Connection | None]:
-    from prefctl.emulator.paths import store_path
+    from prefctl.config.paths import store_path
     from prefctl.store.db import open_store
 
     path = store_path(data_dir)

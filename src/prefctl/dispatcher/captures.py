@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from prefctl.errors import UsageError
-from prefctl.receiver.verdict import AUTHENTIC_SIGNATURES
 from prefctl.store.events import NewEvent
 from prefctl.webhooks.catalog import entity_of
+from prefctl.webhooks.verification import AUTHENTIC_SIGNATURES
 
 __all__ = ["CapturedEvent", "CapturedEvents", "parse_captured", "read_captured"]
 

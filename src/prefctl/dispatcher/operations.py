@@ -2,7 +2,7 @@
 
 ``prefctl deliveries``, ``deadletters`` and ``replay`` act on a SQLite store directly, so they work
 whether or not the emulator runs: by default the emulator's store in the data dir
-(``emulator/paths.py``), or any store given with ``--store PATH``.
+(``config/paths.py``), or any store given with ``--store PATH``.
 
     >>> with open_existing_store(resolve_store(None)) as conn:
     ...     for record in list_deliveries(conn, states=("queued",)):
@@ -61,7 +61,7 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
     """``--store PATH``, else the emulator's store in the data dir (flag > env > platform dir)."""
     if store is not None:
         return Path(store).expanduser().absolute()
-    from prefctl.emulator.paths import resolve_data_dir, store_path
+    from prefctl.config.paths import resolve_data_dir, store_path
 
     return store_path(resolve_data_dir(data_dir))
 
@@ -69,7 +69,8 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
 def emulator_serving(store: Path) -> bool:
     """Whether an emulator started with ``prefctl emulator start`` serves ``store`` right now
     (its data dir holds the store and a live pid file); its dispatcher then delivers the queue."""
-    from prefctl.emulator import daemon, paths
+    from prefctl.config import paths
+    from prefctl.emulator import daemon
 
     if store.name != paths.STORE_FILE:
         return False

@@ -29,15 +29,20 @@ Replay waits until every replayed delivery is delivered or dead-lettered, or ``t
 from __future__ import annotations
 
 import asyncio
-import random
-import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
 
-from prefctl.clock import Clock, SystemClock
+from prefctl.clock import Clock
 from prefctl.dispatcher.operations import emulator_serving, open_existing_store
+from prefctl.dispatcher.replay_direct import replay_to_url
+from prefctl.dispatcher.replay_model import (
+    DEFAULT_TIMEOUT_SECONDS,
+    ReplayConfig,
+    ReplayOutcome,
+    ReplayProgress,
+    ReplaySummary,
+    ReplayTarget,
+)
 from prefctl.dispatcher.replay_queue import (
     ReplaySource,
     Selection,
@@ -45,11 +50,9 @@ from prefctl.dispatcher.replay_queue import (
     requeue_own,
     select,
 )
-from prefctl.errors import UsageError
-from prefctl.store.deliveries import FINAL_STATES
-from prefctl.store.delivery_history import DeliveryRecord, delivery_states, get_deliveries
+from prefctl.dispatcher.replay_wait import engine_running, wait_final
+from prefctl.store.delivery_history import DeliveryRecord, get_deliveries
 from prefctl.store.timestamps import epoch
-from prefctl.webhooks.signature import SigningCredentials
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
@@ -62,178 +65,7 @@ __all__ = [
     "replay",
 ]
 
-DEFAULT_TIMEOUT_SECONDS = 300.0
-POLL_SECONDS = 0.1
 EMULATOR_CHECK_SECONDS = 2.0
-Dispatcher = Literal["auto", "emulator", "in_process"]
-
-
-@dataclass(frozen=True)
-class ReplayTarget:
-    """Where replayed events go: ``url``, ``subscription_id``, or neither (their own)."""
-
-    url: str | None = None
-    subscription_id: int | None = None
-
-    def check(self) -> None:
-        if self.url is not None and self.subscription_id is not None:
-            raise UsageError("choose one target: --to URL or --subscription ID")
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--to must be an http(s) URL, not '{self.url}'")
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.url is not None:
-            return {"url": self.url}
-        if self.subscription_id is not None:
-            return {"subscription_id": self.subscription_id}
-        return {"own_subscriptions": True}
-
-
-@dataclass(frozen=True)
-class ReplayProgress:
-    """Counts of the replayed deliveries so far."""
-
-    total: int
-    delivered: int = 0
-    dead_lettered: int = 0
-
-    @property
-    def finished(self) -> int:
-        return self.delivered + self.dead_lettered
-
-
-@dataclass(frozen=True)
-class ReplayOutcome:
-    """Where one replayed delivery ended (``state`` is still pending after a timeout)."""
-
-    event_id: str
-    event_type: str
-    subscription_id: int | None
-    delivery_id: int | None
-    state: str
-    attempts: int
-    reason: str | None
-    last_status: int | None
-    last_error: str | None
-
-    @classmethod
-    def of(cls, record: DeliveryRecord) -> ReplayOutcome:
-        return cls(
-            event_id=record.event_id,
-            event_type=record.event_type,
-            subscription_id=record.subscription_id,
-            delivery_id=record.delivery_id,
-            state=record.state,
-            attempts=record.attempts,
-            reason=record.dead_letter_reason,
-            last_status=record.last_status,
-            last_error=record.last_error,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "event_id": self.event_id,
-            "event_type": self.event_type,
-            "subscription_id": self.subscription_id,
-            "delivery_id": self.delivery_id,
-            "state": self.state,
-            "attempts": self.attempts,
-            "reason": self.reason,
-            "last_status": self.last_status,
-            "last_error": self.last_error,
-        }
-
-
-@dataclass(frozen=True)
-class ReplaySummary:
-    """How a replay went; ``succeeded`` when every replayed event was delivered (or, without
-    waiting, queued)."""
-
-    source: str
-    target: ReplayTarget
-    dispatcher: str
-    waited: bool
-    skipped: int
-    duplicates: int
-    elapsed_seconds: float
-    outcomes: list[ReplayOutcome]
-    # Selected deliveries left because their subscription was deleted (no --to: nowhere to go).
-    of_deleted_subscriptions: int = 0
-
-    def count(self, state: str) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.state == state)
-
-    @property
-    def delivered(self) -> int:
-        return self.count("delivered")
-
-    @property
-    def dead_lettered(self) -> int:
-        return self.count("dead_lettered")
-
-    @property
-    def pending(self) -> int:
-        return len(self.outcomes) - self.delivered - self.dead_lettered
-
-    @property
-    def succeeded(self) -> bool:
-        if not self.waited:
-            return True
-        return self.delivered == len(self.outcomes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The summary object of ``prefctl replay -o json``."""
-        return {
-            "source": self.source,
-            "target": self.target.to_dict(),
-            "dispatcher": self.dispatcher,
-            "waited": self.waited,
-            "total": len(self.outcomes),
-            "delivered": self.delivered,
-            "dead_lettered": self.dead_lettered,
-            "pending": self.pending,
-            "skipped": self.skipped,
-            "duplicates": self.duplicates,
-            "of_deleted_subscriptions": self.of_deleted_subscriptions,
-            "elapsed_seconds": round(self.elapsed_seconds, 3),
-            "succeeded": self.succeeded,
-            "outcomes": [outcome.to_dict() for outcome in self.outcomes],
-        }
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """One replay. ``store_path`` is the store the events come from (and, for a subscription or
-    their own, go to); a file replayed ``--to URL`` needs none. ``credentials`` signs a ``--to``
-    replay when the store holds no account for the events (the profile's webhook credentials).
-    ``time_scale`` divides the delivery-rule durations of an in-process engine."""
-
-    store_path: Path | None
-    source: ReplaySource
-    target: ReplayTarget = field(default_factory=ReplayTarget)
-    dispatcher: Dispatcher = "auto"
-    wait: bool = True
-    timeout: float = DEFAULT_TIMEOUT_SECONDS
-    max_attempts: int | None = None
-    time_scale: float = 1.0
-    clock: Clock = field(default_factory=SystemClock)
-    rng: random.Random = field(default_factory=random.Random)
-    credentials: Callable[[], SigningCredentials] | None = None
-    on_progress: Callable[[ReplayProgress], None] | None = None
-
-    def check(self) -> None:
-        self.source.check()
-        self.target.check()
-        if not self.timeout > 0:
-            raise UsageError("--timeout must be more than 0 seconds")
-        if self.max_attempts is not None and self.target.url is None:
-            raise UsageError(
-                "--max-attempts applies to --to URL; a subscription follows its account's settings"
-            )
-        if self.target.url is not None and not self.wait:
-            raise UsageError("--no-wait needs a subscription: a --to URL replay runs in-process")
-        if self.store_path is None and self.source.file is None:
-            raise UsageError("replaying stored events needs a store")
 
 
 def replay(config: ReplayConfig) -> ReplaySummary:
@@ -245,8 +77,6 @@ def replay(config: ReplayConfig) -> ReplaySummary:
 async def _replay(config: ReplayConfig) -> ReplaySummary:
     started = config.clock.monotonic()
     if config.target.url is not None:
-        from prefctl.dispatcher.replay_direct import replay_to_url
-
         return await replay_to_url(config, started)
     assert config.store_path is not None  # checked: only a --to URL replay goes without a store
     store_path = config.store_path
@@ -274,8 +104,6 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
             if serving.stopped:  # the emulator stopped meanwhile: deliver the rest here
                 dispatcher = "in_process"
         if config.wait and ids and dispatcher == "in_process":
-            from prefctl.dispatcher.replay_direct import engine_running
-
             async with engine_running(store_path, config):
                 await wait_final(conn, ids, config, started)
         by_id = {record.delivery_id: record for record in get_deliveries(conn, ids)}
@@ -299,52 +127,6 @@ class _Serving:
             self.checked = self.clock.monotonic()
             self.stopped = not await asyncio.to_thread(emulator_serving, self.store_path)
         return not self.stopped
-
-
-async def wait_final(
-    conn: sqlite3.Connection,
-    delivery_ids: Sequence[int],
-    config: ReplayConfig,
-    started: float,
-    *,
-    keep_waiting: Callable[[], Awaitable[bool]] | None = None,
-) -> list[DeliveryRecord]:
-    """Poll the store until every delivery is final or the timeout passes (or ``keep_waiting``
-    says no more); returns the records in the order of ``delivery_ids`` (a delivery deleted
-    meanwhile is left out).
-
-    Each poll reads only the states of the pending deliveries, in one query, and full records
-    only of those that became final: the in-process engine shares this event loop, so a poll
-    that read every pending record one by one (tens of thousands of queries every quarter
-    second) slowed the very deliveries it waited for.
-    """
-    ids = list(dict.fromkeys(delivery_ids))
-    latest = {record.delivery_id: record for record in get_deliveries(conn, ids)}
-    pending = [i for i in ids if i in latest and latest[i].state not in FINAL_STATES]
-    last: ReplayProgress | None = None
-    while True:
-        states = [record.state for record in latest.values()]
-        progress = ReplayProgress(
-            total=len(latest),
-            delivered=states.count("delivered"),
-            dead_lettered=states.count("dead_lettered"),
-        )
-        if progress != last and config.on_progress is not None:
-            config.on_progress(progress)
-        last = progress
-        timed_out = config.clock.monotonic() - started >= config.timeout
-        if not pending or timed_out or (keep_waiting is not None and not await keep_waiting()):
-            for record in get_deliveries(conn, pending):  # as they stand now
-                latest[record.delivery_id] = record
-            return [latest[i] for i in ids if i in latest]
-        await config.clock.sleep(POLL_SECONDS)
-        now_states = delivery_states(conn, pending)
-        for gone in (i for i in pending if i not in now_states):
-            del latest[gone]
-        final = [i for i in pending if now_states.get(i) in FINAL_STATES]
-        for record in get_deliveries(conn, final):
-            latest[record.delivery_id] = record
-        pending = [i for i in pending if i in now_states and now_states[i] not in FINAL_STATES]
 
 
 def _summary(

@@ -23,13 +23,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from prefctl.config.paths import ensure_private_store
+from prefctl.dispatcher.replay_model import ReplayConfig, ReplayOutcome, ReplaySummary
 from prefctl.dispatcher.replay_queue import ReplayItem, select
-from prefctl.emulator.paths import ensure_private_store
+from prefctl.dispatcher.replay_wait import engine_running, wait_final
 from prefctl.errors import UsageError
 from prefctl.store import accounts, dispatcher_state, settings, subscriptions
 from prefctl.store.accounts import Account
@@ -38,38 +39,13 @@ from prefctl.store.deliveries import enqueue
 from prefctl.store.events import insert_events
 from prefctl.store.timestamps import epoch
 
-if TYPE_CHECKING:
-    from prefctl.dispatcher.replay import ReplayConfig, ReplaySummary
-
-__all__ = ["TEMPORARY_SUBSCRIPTION_NAME", "engine_running", "replay_to_url"]
+__all__ = ["TEMPORARY_SUBSCRIPTION_NAME", "replay_to_url"]
 
 TEMPORARY_SUBSCRIPTION_NAME = "prefctl replay"
 
 
-@contextlib.asynccontextmanager
-async def engine_running(
-    store_path: Path, config: ReplayConfig, *, plugins: bool = True
-) -> AsyncIterator[None]:
-    """The engine delivering ``store_path`` while the block runs; stopped cleanly after it
-    (answers recorded, leases of unanswered requests given back). ``plugins`` adds the
-    observers a dispatcher runs with (alerts)."""
-    from prefctl.dispatcher.run import DispatcherConfig, running
-
-    dispatcher = DispatcherConfig(
-        store_path=store_path,
-        clock=config.clock,
-        rng=config.rng,
-        time_scale=config.time_scale,
-        plugins=plugins,
-    )
-    async with running(dispatcher):
-        yield
-
-
 async def replay_to_url(config: ReplayConfig, started: float) -> ReplaySummary:
     """Deliver the selected events to ``config.target.url`` (see the module docstring)."""
-    from prefctl.dispatcher.replay import ReplayOutcome, ReplaySummary, wait_final
-
     url = config.target.url
     assert url is not None
     with _open_source(config) as source:

@@ -1,7 +1,7 @@
 """Running the dispatcher over a store: ``run(config)`` (blocking) and ``running(config)`` (async).
 
 ``prefctl dispatcher run`` forwards here; the emulator runs the same engine as a service
-(``dispatcher/service.py``); ``prefctl replay`` and ``prefctl demo`` use ``running``.
+(``emulator/dispatcher_service.py``); ``prefctl replay`` and ``prefctl demo`` use ``running``.
 
 - Without ``once`` the dispatcher runs until SIGINT/SIGTERM (``run``) or until its ``stop`` event is
   set, then records the answers already in and gives back the leases of unanswered requests.

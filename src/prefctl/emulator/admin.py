@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefctl.clock import Clock
-from prefctl.emulator import paths
+from prefctl.config import paths
 from prefctl.errors import NotFoundError, PrefctlError, UsageError
 from prefctl.store import accounts, tokens
 from prefctl.store.accounts import PERMISSIONS, Account, LocalCredentials, OAuthClient, User

@@ -1,6 +1,6 @@
 """The emulator's REST API extension (DESIGN §7.2): routers, RFC 9457 errors, limits, OpenAPI.
 
-``register(app, ctx)`` (listed in ``app.EXTENSIONS``) does four things:
+``register(app, ctx)`` (called by ``app.create_app``) does four things:
 
 1. includes the routers of ``prefctl.emulator.routes`` (profiles, imports, programs, events,
    settings, and subscriptions and the validation URL once those modules exist), and the
@@ -39,7 +39,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from prefctl.emulator.app import API_PATH, EmulatorContext
+from prefctl.emulator.context import API_PATH, EmulatorContext
 from prefctl.emulator.group_writer import group_writer
 from prefctl.emulator.routes._common import (
     ACCOUNT_PREFIX,

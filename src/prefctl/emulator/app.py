@@ -1,10 +1,10 @@
 """The emulator's ASGI application: ``create_app(ctx)`` builds it from an ``EmulatorContext``.
 
-The context is everything the routes share: the store, the clock, the random source, the time
-scale and the public URLs. Features plug in through ``EXTENSIONS``: each module listed there exposes
-``register(app: FastAPI, ctx: EmulatorContext) -> None``, adds its routes, and may append a
-background service to ``ctx.services`` (an async context manager factory entered when the server
-starts and left when it stops; the dispatcher runs this way).
+Each feature module exposes ``register(app: FastAPI, ctx: EmulatorContext) -> None``: it adds its
+routes, and may append a background service to ``ctx.services`` (an async context manager factory
+entered when the server starts and left when it stops; the dispatcher runs this way).
+``create_app`` calls them in order: the token service, subscription provisioning, the REST API,
+the embedded dispatcher.
 
     >>> ctx = EmulatorContext(store_path=Path("emulator.db"), base_url="http://127.0.0.1:8750")
     >>> app = create_app(ctx)          # serve with uvicorn; see prefctl.emulator.serve
@@ -12,110 +12,19 @@ starts and left when it stops; the dispatcher runs this way).
 
 from __future__ import annotations
 
-import importlib
 import os
-import random
 import sqlite3
-import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
-from prefctl.clock import Clock, SystemClock
+from prefctl.emulator import api, dispatcher_service, oauth, provisioning
+from prefctl.emulator.context import API_PATH, EmulatorContext
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-# Route modules, in registration order. Each exposes register(app, ctx).
-EXTENSIONS: tuple[str, ...] = (
-    "prefctl.emulator.oauth",
-    "prefctl.emulator.provisioning",
-    "prefctl.emulator.api",
-    "prefctl.dispatcher.service",
-)
-
-API_PATH = "/api/v1"
-
-T = TypeVar("T")
-
-Service = Callable[["EmulatorContext"], AbstractAsyncContextManager[None]]
-
-
-@dataclass(eq=False)
-class EmulatorContext:
-    """What every route of the emulator shares.
-
-    ``base_url`` is the public ``scheme://host:port`` (no trailing slash): the token issuer and the
-    root of every URL the emulator hands out. ``time_scale`` divides every delivery-rule duration
-    (DESIGN §2); timestamps stay wall-clock. ``settings`` carries options of later features, each
-    key owned by the feature that reads it.
-    """
-
-    store_path: Path
-    base_url: str
-    clock: Clock = field(default_factory=SystemClock)
-    rng: random.Random = field(default_factory=random.Random)
-    time_scale: float = 1.0
-    settings: dict[str, Any] = field(default_factory=dict)
-    services: list[Service] = field(default_factory=list)
-    _local: threading.local = field(default_factory=threading.local, repr=False)
-    _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
-    _shared: dict[str, Any] = field(default_factory=dict, repr=False)
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.time_scale > 0:
-            raise ValueError("time_scale must be greater than 0")
-        self.base_url = self.base_url.rstrip("/")
-
-    @property
-    def auth_url(self) -> str:
-        """Base of the token service (the ``iss`` of every token)."""
-        return self.base_url
-
-    @property
-    def api_url(self) -> str:
-        """Base of the REST API: resources live under ``{api_url}/{service_client_id}``."""
-        return self.base_url + API_PATH
-
-    @property
-    def token_url(self) -> str:
-        return self.auth_url + "/oauth2/v1/token"
-
-    def scaled(self, seconds: float) -> float:
-        """A delivery-rule duration under ``--time-scale``: ``seconds / time_scale``."""
-        return seconds / self.time_scale
-
-    def shared(self, key: str, factory: Callable[[], T]) -> T:
-        """One object per context under ``key``, made by ``factory`` on first use (the token
-        signing keys, a feature's long-lived helpers)."""
-        with self._lock:
-            if key not in self._shared:
-                self._shared[key] = factory()
-            value: T = self._shared[key]
-            return value
-
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection to the store (opened on first use, closed by ``close``)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            from prefctl.store.db import connect
-
-            conn = connect(self.store_path)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
-
-    def close(self) -> None:
-        """Close every connection opened through ``connection``."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
-        self._local = threading.local()
+__all__ = ["API_PATH", "EmulatorContext", "create_app"]
 
 
 def create_app(ctx: EmulatorContext) -> FastAPI:
@@ -167,6 +76,6 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
             }
         )
 
-    for name in EXTENSIONS:
-        importlib.import_module(name).register(app, ctx)
+    for feature in (oauth, provisioning, api, dispatcher_service):
+        feature.register(app, ctx)
     return app

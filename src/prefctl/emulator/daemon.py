@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prefctl.emulator import paths
+from prefctl.config import paths
 from prefctl.errors import (
     AuthError,
     NotFoundError,

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prefctl.emulator.app import EmulatorContext
+from prefctl.emulator.context import EmulatorContext
 from prefctl.emulator.write_process import FrameReader, encode
 
 __all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError", "group_writer"]

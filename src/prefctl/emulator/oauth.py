@@ -34,8 +34,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from prefctl.auth.credentials import ASSERTION_TYPE
-from prefctl.emulator.app import EmulatorContext
 from prefctl.emulator.assertion import AssertionRejected, verify_client_assertion
+from prefctl.emulator.context import EmulatorContext
 from prefctl.emulator.keys import ALGORITHM, KeyRing
 from prefctl.errors import AuthError
 from prefctl.store import accounts, tokens

@@ -1,6 +1,6 @@
 """Subscription provisioning in the emulator: the handshake runner as a background service.
 
-Listed in ``app.EXTENSIONS``: ``register`` makes the context's one ``HandshakeRunner`` and appends
+Called by ``app.create_app``: ``register`` makes the context's one ``HandshakeRunner`` and appends
 it to ``ctx.services``, so it runs for the server's lifetime, resumes unfinished provisioning at
 start-up and stops with the server. The subscription routes reach it with ``handshake_runner(ctx)``
 and call ``notify`` after a create, a Url change, a delete or a validation GET. (The routers
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from prefctl import __version__
 from prefctl.dispatcher.handshake import HandshakeRunner, HandshakeTimings
-from prefctl.emulator.app import EmulatorContext
+from prefctl.emulator.context import EmulatorContext
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

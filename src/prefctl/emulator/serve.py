@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock, utc_timestamp
+from prefctl.config import paths
 from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
 from prefctl.dispatcher.rule_time import check_time_scale
-from prefctl.emulator import daemon, paths
+from prefctl.emulator import daemon
 from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.local_profile import (
     PROFILE_NAME,

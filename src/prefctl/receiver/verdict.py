@@ -23,6 +23,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from prefctl.webhooks.verification import AUTHENTIC_SIGNATURES, SignatureResult
+
 __all__ = [
     "AUTHENTIC_SIGNATURES",
     "JSON_OPTIONS",
@@ -44,16 +46,6 @@ class Kind:
     INVALID = "invalid"  # a request whose body could not be read as a message
     OTHER = "other"  # a request to another path or with another method
     VALIDATION = "validation"  # the receiver's own GET of a validationUrl (--auto-validate)
-
-
-class SignatureResult:
-    """The outcome of signature verification: ``Verdict.signature``."""
-
-    VALID = "valid"
-    INVALID = "invalid"  # a header that does not verify; ``reason`` says why
-    MISSING = "missing"  # an event without a Service-Webhook header
-    UNVERIFIED = "unverified"  # --no-verify
-    NOT_REQUIRED = "not_required"  # a handshake, which carries no signature
 
 
 @dataclass(slots=True)
@@ -142,7 +134,6 @@ class Verdict:
 
 # Times in UTC with a Z, to the microsecond: "2026-11-21T19:20:30.123456Z".
 JSON_OPTIONS = orjson.OPT_UTC_Z
-AUTHENTIC_SIGNATURES = frozenset({SignatureResult.VALID, SignatureResult.UNVERIFIED})
 _BETWEEN = b'},{"type":"request"'
 
 

@@ -48,7 +48,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-from prefctl.emulator.app import API_PATH, EmulatorContext
+from prefctl.emulator.context import API_PATH, EmulatorContext
 from prefctl.emulator.oauth import InvalidTokenError, Principal, authenticate_bearer
 from prefctl.errors import AuthError, NotFoundError, PrefctlError, UsageError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors

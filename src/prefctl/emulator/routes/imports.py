@@ -37,7 +37,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from prefctl.emulator.app import EmulatorContext
+from prefctl.emulator.context import EmulatorContext
 from prefctl.emulator.group_writer import WriterProcessError, group_writer
 from prefctl.emulator.routes._common import (
     JSON_MEDIA_TYPE,

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Path, Request
 from starlette.responses import HTMLResponse, Response
 
 from prefctl.dispatcher.handshake import ManualValidation, confirm_validation
-from prefctl.emulator.app import API_PATH
+from prefctl.emulator.context import API_PATH
 from prefctl.emulator.provisioning import handshake_runner
 from prefctl.emulator.routes._common import (
     ProblemError,

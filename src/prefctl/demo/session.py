@@ -18,7 +18,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from prefctl._demo_story import (
+from prefctl.api.client import ApiClient, Resource
+from prefctl.api.events import EventQuery, EventsApi
+from prefctl.api.profiles import ProfilesApi
+from prefctl.api.subscriptions import SubscriptionsApi, failure_reason
+from prefctl.clock import SystemClock
+from prefctl.demo.model import DemoOptions, DemoReport, DemoStep, OnStep, StepKind
+from prefctl.demo.story import (
     BODY_LIMIT_BYTES,
     EVENT_TYPES,
     RECIPIENT,
@@ -28,13 +34,7 @@ from prefctl._demo_story import (
     expected_events,
     selections,
 )
-from prefctl._demo_watch import FINAL_STATES, POLL_SECONDS, DemoWatch, alert_emails
-from prefctl.api.client import ApiClient, Resource
-from prefctl.api.events import EventQuery, EventsApi
-from prefctl.api.profiles import ProfilesApi
-from prefctl.api.subscriptions import SubscriptionsApi, failure_reason
-from prefctl.clock import SystemClock
-from prefctl.demo import DemoOptions, DemoReport, DemoStep, OnStep, StepKind
+from prefctl.demo.watch import FINAL_STATES, POLL_SECONDS, DemoWatch, alert_emails
 from prefctl.dispatcher.mail import MBOX_FILE
 from prefctl.dispatcher.observer import DeadLetter
 from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS, DeadLetterReason

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from prefctl.config_keys import (
+from prefctl.config.keys import (
     ALL_KEYS,
     AUTH_METHODS,
     DEFAULT_PROFILE,

@@ -1,6 +1,6 @@
 """The dispatcher inside the emulator: a background service for the server's lifetime.
 
-``register(app, ctx)`` (listed in ``emulator/app.py`` ``EXTENSIONS``) adds the service; when the
+``register(app, ctx)`` (called by ``emulator/app.py``) adds the service; when the
 server starts, the engine starts on a thread of its own with its own event loop, so that
 deliveries never wait for the REST API and the API never waits for deliveries. It delivers every
 account of the emulator's store with ``ctx.time_scale`` (every delivery-rule duration divided; wire
@@ -30,7 +30,7 @@ from prefctl.dispatcher.run import DispatcherConfig, new_event_loop, run_async
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from prefctl.emulator.app import EmulatorContext
+    from prefctl.emulator.context import EmulatorContext
 
 __all__ = ["SETTING", "EmbeddedDispatcher", "register"]
 

@@ -1,0 +1,101 @@
+"""What every route of the emulator shares: ``EmulatorContext`` (the store, the clock, the random
+source, the time scale and the public URLs) and the background ``Service``s it runs.
+
+    >>> ctx = EmulatorContext(store_path=Path("emulator.db"), base_url="http://127.0.0.1:8750")
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from prefctl.clock import Clock, SystemClock
+
+__all__ = ["API_PATH", "EmulatorContext", "Service"]
+
+API_PATH = "/api/v1"
+
+T = TypeVar("T")
+
+Service = Callable[["EmulatorContext"], AbstractAsyncContextManager[None]]
+
+
+@dataclass(eq=False)
+class EmulatorContext:
+    """What every route of the emulator shares.
+
+    ``base_url`` is the public ``scheme://host:port`` (no trailing slash): the token issuer and the
+    root of every URL the emulator hands out. ``time_scale`` divides every delivery-rule duration
+    (DESIGN §2); timestamps stay wall-clock. ``settings`` carries options of later features, each
+    key owned by the feature that reads it.
+    """
+
+    store_path: Path
+    base_url: str
+    clock: Clock = field(default_factory=SystemClock)
+    rng: random.Random = field(default_factory=random.Random)
+    time_scale: float = 1.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    services: list[Service] = field(default_factory=list)
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+    _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
+    _shared: dict[str, Any] = field(default_factory=dict, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.time_scale > 0:
+            raise ValueError("time_scale must be greater than 0")
+        self.base_url = self.base_url.rstrip("/")
+
+    @property
+    def auth_url(self) -> str:
+        """Base of the token service (the ``iss`` of every token)."""
+        return self.base_url
+
+    @property
+    def api_url(self) -> str:
+        """Base of the REST API: resources live under ``{api_url}/{service_client_id}``."""
+        return self.base_url + API_PATH
+
+    @property
+    def token_url(self) -> str:
+        return self.auth_url + "/oauth2/v1/token"
+
+    def scaled(self, seconds: float) -> float:
+        """A delivery-rule duration under ``--time-scale``: ``seconds / time_scale``."""
+        return seconds / self.time_scale
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """One object per context under ``key``, made by ``factory`` on first use (the token
+        signing keys, a feature's long-lived helpers)."""
+        with self._lock:
+            if key not in self._shared:
+                self._shared[key] = factory()
+            value: T = self._shared[key]
+            return value
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the store (opened on first use, closed by ``close``)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            from prefctl.store.db import connect
+
+            conn = connect(self.store_path)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection opened through ``connection``."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
