@@ -17,6 +17,7 @@ from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
     HashkeyFileOption,
+    SignatureEncodingOption,
     SignatureUserIdOption,
     signing_credentials,
 )
@@ -97,6 +98,7 @@ def check_endpoint(
     signature_user_id: SignatureUserIdOption = None,
     hashkey_file: HashkeyFileOption = None,
     hashkey_env: HashkeyEnvOption = None,
+    signature_encoding: SignatureEncodingOption = None,
 ) -> None:
     """Play the service against URL: handshakes, signed, forged, stale, duplicate and
     out-of-order events, and the response time. Exit 0 only when every case passes.
@@ -113,7 +115,9 @@ def check_endpoint(
         raise UsageError("--insecure and --ca-bundle contradict each other", hint="pick one")
     if client_key is not None and client_cert is None:
         raise UsageError("--client-key needs --client-cert")
-    credentials = signing_credentials(client_id, signature_user_id, hashkey_file, hashkey_env)
+    credentials = signing_credentials(
+        client_id, signature_user_id, hashkey_file, hashkey_env, signature_encoding
+    )
     config = conformance.CheckConfig(
         url=url,
         credentials=credentials,
