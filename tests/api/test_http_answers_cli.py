@@ -97,9 +97,9 @@ def test_unusable_proxy_variable_is_exit_2_not_a_crash(
     stub: StubTokenService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_profile(
-        stub.url, client_secret_env="TEST_CLIENT_SECRET", api_url="http://api.example.test/v1"
+        stub.url, client_secret_env="TEST_CLIENT_SECRET", api_url="https://api.example.test/v1"
     )
-    monkeypatch.setenv("HTTP_PROXY", "ftp://proxy.example.test:21")  # not an HTTP proxy
+    monkeypatch.setenv("HTTPS_PROXY", "ftp://proxy.example.test:21")  # not an HTTP proxy
     line = _one_line_error(run_cli("programs", "list"), 2)
-    assert "HTTP_PROXY" in line
+    assert "HTTPS_PROXY" in line
     assert stub.requests == []

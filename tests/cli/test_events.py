@@ -105,6 +105,7 @@ def test_events_sign_json_gives_header_parts_and_signed_string() -> None:
         "timestamp": VECTOR_TIMESTAMP,
         "signature": VECTOR_SIGNATURE,
         "signed_string": f"DEMO_CORP:events-signer:{VECTOR_TIMESTAMP}",
+        "encoding": "raw",
     }
 
 
@@ -298,3 +299,53 @@ def test_events_list_unknown_subscription_exits_4(emulator: RunningEmulator) -> 
     result = run_cli("events", "list", "--subscription", "nosuch")
 
     assert result.exit_code == 4, result.output
+
+
+# -- signature encoding ---------------------------------------------------------------------------
+HEX_SIGNATURE = (
+    "OGY3NzhjMDQ1MmQyOTdhMGExZDdmNjAxYzBiYmQ1MzljZTQ1NDUwNzMzNzdiYjZjZjY3ZDdkZGQxY2YzNzIyNDBmNjY1"
+    "YWIwMmZjNjAyYTMwYjlkYjM1NmM1Mjg2NTMxM2NiYzgzNjYyODJmNDYzYzRkYzIyM2E3NzViNzVjOTk="
+)
+HEX_HEADER = f"Timestamp={VECTOR_TIMESTAMP},Signature={HEX_SIGNATURE}"
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_events_sign_signature_encoding_hex_prints_the_hex_vector_header() -> None:
+    result = run_cli("events", "sign", *IDS, "-t", VECTOR_TIMESTAMP, "--signature-encoding", "hex")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == HEX_HEADER
+
+
+def test_events_sign_takes_the_signature_encoding_from_the_profile(profile_file: Path) -> None:
+    text = profile_file.read_text() + 'signature_encoding = "hex"\n'
+    profile_file.write_text(text)
+    result = run_cli("-o", "json", "events", "sign", "-t", VECTOR_TIMESTAMP)
+    assert result.exit_code == 0, result.output
+    assert (result.json["signature"], result.json["encoding"]) == (HEX_SIGNATURE, "hex")
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_events_verify_hex_header_with_default_encoding_says_to_try_hex() -> None:
+    result = run_cli("events", "verify", *IDS, "-H", HEX_HEADER, "--now", VECTOR_TIMESTAMP)
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "it matches Base64 of the hex digest: try --signature-encoding hex" in line
+    assert 'signature_encoding = "hex"' in line
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_events_verify_explain_and_json_name_the_matching_encoding() -> None:
+    args = ("events", "verify", *IDS, "-H", VECTOR_HEADER, "--now", VECTOR_TIMESTAMP)
+    explained = run_cli(*args, "--explain", "--signature-encoding", "hex")
+    assert explained.exit_code == 1
+    assert "given matches       Base64 of the raw digest" in explained.stdout
+    as_json = run_cli("-o", "json", *args, "--signature-encoding", "hex")
+    assert (as_json.json["encoding"], as_json.json["matches_encoding"]) == ("hex", "raw")
+    assert run_cli(*args).exit_code == 0
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_events_verify_unknown_signature_encoding_is_a_usage_error() -> None:
+    result = run_cli("events", "verify", *IDS, "-H", HEX_HEADER, "--signature-encoding", "b64")
+    assert result.exit_code == 2
+    assert "signature_encoding must be one of raw, hex, not 'b64'" in result.stderr

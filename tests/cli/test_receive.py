@@ -358,3 +358,42 @@ def test_receive_non_finite_or_non_positive_seconds_are_usage_errors(
     assert result.stdout == ""
     assert result.stderr.startswith(f"error: {message}")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _post_signed(url: str, event_id: str, credentials: SigningCredentials) -> httpx.Response:
+    now = datetime.now(UTC)
+    headers = {"content-type": "application/json", "service-webhook": sign_header(credentials, now)}
+    return httpx.post(url, content=event_body(event_id, event_time=now), headers=headers)
+
+
+def test_receive_hex_signature_is_refused_by_default_with_the_encoding_to_try() -> None:
+    hex_creds = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY, encoding="hex")
+    answers: list[httpx.Response] = []
+
+    def send(url: str) -> None:
+        answers.append(_post_signed(url, "evt-hex", hex_creds))
+
+    result = run_receiving(*FLAGS, "--exit-after", "1", "--timeout", "5", send=send)
+    assert answers[0].status_code == 401
+    assert "matches Base64 of the hex digest: try --signature-encoding hex" in answers[0].text
+    (line,) = result.stdout.splitlines()
+    assert "sig=invalid" in line
+    assert "(mismatch: Signature does not match; it matches Base64 of the hex digest: " in line
+
+
+def test_receive_signature_encoding_hex_accepts_hex_and_names_raw_for_raw() -> None:
+    hex_creds = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY, encoding="hex")
+    answers: list[httpx.Response] = []
+
+    def send(url: str) -> None:
+        answers.append(_post_signed(url, "evt-raw", CREDS))
+        answers.append(_post_signed(url, "evt-hex", hex_creds))
+
+    args = ("-o", "json", *FLAGS, "--signature-encoding", "hex", "--exit-after", "1")
+    result = run_receiving(*args, "--timeout", "10", send=send)
+    assert result.exit_code == 0, result.stderr
+    assert [a.status_code for a in answers] == [401, 200]
+    ready, raw, hexed, _stopped = result.ndjson
+    assert ready["signature_encoding"] == "hex"
+    assert raw["detail"].endswith("try --signature-encoding raw")
+    assert hexed["signature"] == "valid"

@@ -24,9 +24,10 @@ class Vector:
         return self.fields[key]
 
 
-def vectors(doc: str) -> list[Vector]:
-    """Each ```text block that follows a ``<!-- vector -->`` marker, as ``Key: value`` fields."""
-    blocks = re.findall(r"<!-- vector -->\s*```text\n(.*?)```", doc, re.S)
+def vectors(doc: str, marker: str = "vector") -> list[Vector]:
+    """Each ```text block that follows a ``<!-- vector -->`` marker (or ``<!-- MARKER -->``), as
+    ``Key: value`` fields."""
+    blocks = re.findall(rf"<!-- {marker} -->\s*```text\n(.*?)```", doc, re.S)
     out = []
     for block in blocks:
         fields = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -73,3 +75,48 @@ def test_documented_rejected_variant_fails_for_the_documented_reason(
 def test_docs_list_every_rejection_reason() -> None:
     documented = {reason for _header, reason in _doc.rejected_headers(DOC)}
     assert documented == set(SignatureError.REASONS)
+
+
+HEX_VECTORS = _doc.vectors(DOC, "vector-hex")
+
+
+def test_docs_publish_hex_vectors_for_the_first_two_raw_vectors() -> None:
+    assert [(v["ClientId"], v["Timestamp"]) for v in HEX_VECTORS] == [
+        (v["ClientId"], v["Timestamp"]) for v in VECTORS[:2]
+    ]
+
+
+@pytest.mark.parametrize("vector", HEX_VECTORS, ids=lambda v: v["Timestamp"])
+def test_hex_vector_signature_is_base64_of_the_hex_digest_and_verifies(
+    vector: _doc.Vector,
+) -> None:
+    credentials = dataclasses.replace(_credentials(vector), encoding="hex")
+    timestamp = vector["Timestamp"]
+    assert base64.b64decode(vector["Signature"]) == vector["Hex digest"].encode()
+    assert sign(credentials, timestamp) == vector["Signature"]
+    assert format_header(timestamp, vector["Signature"]) == vector["Header"]
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    verify(vector["Header"], credentials, now=moment)
+
+
+@pytest.mark.parametrize(
+    ("vectors", "encoding", "other"), [(HEX_VECTORS, "raw", "hex"), (VECTORS[:2], "hex", "raw")]
+)
+def test_vector_in_the_other_encoding_is_a_mismatch_that_names_it(
+    vectors: list[_doc.Vector], encoding: str, other: str
+) -> None:
+    for vector in vectors:
+        credentials = dataclasses.replace(_credentials(vector), encoding=encoding)
+        moment = datetime.fromisoformat(vector["Timestamp"].replace("Z", "+00:00"))
+        with pytest.raises(SignatureError) as info:
+            verify(vector["Header"], credentials, now=moment)
+        assert info.value.reason == "mismatch"
+        assert info.value.matches_encoding == other
+        assert info.value.message.endswith(f"try --signature-encoding {other}")
+
+
+def test_signature_that_matches_neither_encoding_names_none() -> None:
+    header = "Timestamp=2026-11-21T19:20:30.123Z,Signature=" + "A" * 86 + "=="
+    with pytest.raises(SignatureError) as info:
+        verify(header, VECTOR_1, now=VERIFIED_AT)
+    assert (info.value.matches_encoding, info.value.message) == (None, "Signature does not match")

@@ -90,8 +90,8 @@ def cached_token(request: FastRequest, env: Mapping[str, str]) -> str | None:
         if cfg.warnings():
             return None
         profile = resolve_profile(cfg, request.profile, env=env)
-        if not profile.auth_url or not profile.client_id:
-            return None
+        if not profile.auth_url or not profile.client_id or profile.check_service_urls():
+            return None  # the full CLI reports what is missing, and warns of plain http
         scope = request.scope or profile.scope
     except PrefctlError:
         return None

@@ -32,7 +32,6 @@ errors fits).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import time
@@ -46,6 +45,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from prefctl.errors import ConfigError, PrefctlError, UnreachableError
+from prefctl.hosts import is_loopback
 from prefctl.logs import redact
 
 if TYPE_CHECKING:
@@ -197,17 +197,6 @@ def retry_hint(status: int, state: RetryState, total_wait: float = MAX_TOTAL_WAI
 
 
 # -- clients and proxies ---------------------------------------------------------------------------
-def is_loopback(url: str) -> bool:
-    """True when ``url``'s host is this machine: ``localhost``, ``127.0.0.0/8`` or ``::1``."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 LOOPBACK_DIRECT: dict[str, httpx.AsyncBaseTransport | None] = {
     "all://localhost": None,
     "all://127.0.0.1": None,

@@ -66,6 +66,7 @@ class TokenProvider:
         """A provider for ``profile`` (its scope unless ``scope`` is given); ``sleep`` waits
         between the token client's retries (tests pass ``FakeClock.advance``)."""
         profile.require("auth_url", "client_id")
+        profile.check_service_urls()  # the CLI shows its warnings; here only the refusal counts
         scope = scope or profile.scope
 
         def make_client() -> TokenClient:

@@ -42,13 +42,20 @@ class State:
                 self.out.warn(warning)
         return self._config
 
-    def profile(self, overrides: Mapping[str, str | None] | None = None) -> Profile:
-        """The selected profile, resolved flags > env > file > defaults."""
+    def profile(
+        self, overrides: Mapping[str, str | None] | None = None, *, service_urls: bool = True
+    ) -> Profile:
+        """The selected profile, resolved flags > env > file > defaults; plain http:// to another
+        host is refused, or warned about when the profile allows it (unless not ``service_urls``:
+        for commands that send nothing to the service)."""
         from prefctl.config import resolve_profile
 
-        return resolve_profile(
+        profile = resolve_profile(
             self.config(), self.profile_name, env=os.environ, overrides=overrides
         )
+        for warning in profile.check_service_urls() if service_urls else []:
+            self.out.warn(warning)
+        return profile
 
 
 current = State()

@@ -1,6 +1,6 @@
 """The options that choose signing credentials, shared by every command that signs or verifies.
 
-``events sign``, ``events verify`` and ``endpoint check`` take the same four flags; the values are
+``events sign``, ``events verify``, ``endpoint check`` and ``receive`` take the same flags; the values are
 resolved by ``prefctl.webhooks.credentials`` (flags > environment > profile). There is no flag for
 the Hashkey itself: it would end up in shell history and in ``ps``.
 """
@@ -54,12 +54,25 @@ HashkeyEnvOption = Annotated[
     ),
 ]
 
+SignatureEncodingOption = Annotated[
+    str | None,
+    typer.Option(
+        "--signature-encoding",
+        metavar="raw|hex",
+        help="What the Signature is the Base64 of: raw (the HMAC-SHA512 digest's bytes) or hex "
+        "(its hex text) (default: signature_encoding in the profile's webhooks table, raw; "
+        "env: PREFCTL_SIGNATURE_ENCODING).",
+        show_default=False,
+    ),
+]
+
 
 def signing_credentials(
     client_id: str | None,
     signature_user_id: str | None,
     hashkey_file: str | None,
     hashkey_env: str | None,
+    signature_encoding: str | None = None,
 ) -> SigningCredentials:
     """The credentials of the selected profile with these flags applied."""
     from prefctl.webhooks.credentials import load_signing_credentials
@@ -72,4 +85,5 @@ def signing_credentials(
         signature_user_id=signature_user_id,
         hashkey_file=hashkey_file,
         hashkey_env=hashkey_env,
+        signature_encoding=signature_encoding,
     )

@@ -2,7 +2,8 @@
 
 The suite itself is ``prefctl.receiver.conformance``; this module resolves credentials and TLS
 options, runs it under a spinner and renders the report as a table, JSON or JUnit XML. Exit 0 only
-when every case passes, 1 when one fails, 5 when the endpoint cannot be reached.
+when every case passes (a warning passes, unless ``--strict``), 1 when one fails, 5 when the
+endpoint cannot be reached.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
     HashkeyFileOption,
+    SignatureEncodingOption,
     SignatureUserIdOption,
     signing_credentials,
 )
@@ -62,6 +64,23 @@ def check_endpoint(
             "without a code); the GET must come from this machine.",
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail what the spec accepts but passes with a warning: manual validation not "
+            "declared with --manual-validation, and answers slower than --slow-after.",
+        ),
+    ] = False,
+    slow_after: Annotated[
+        float,
+        typer.Option(
+            "--slow-after",
+            metavar="S",
+            help="Answers slower than S seconds (up to the service's 30) are reported as slow: "
+            "a warning, or a failure with --strict.",
+        ),
+    ] = 10.0,
     insecure: Annotated[
         bool,
         typer.Option("--insecure", help="Do not verify the endpoint's TLS certificate."),
@@ -97,9 +116,11 @@ def check_endpoint(
     signature_user_id: SignatureUserIdOption = None,
     hashkey_file: HashkeyFileOption = None,
     hashkey_env: HashkeyEnvOption = None,
+    signature_encoding: SignatureEncodingOption = None,
 ) -> None:
     """Play the service against URL: handshakes, signed, forged, stale, duplicate and
-    out-of-order events, and the response time. Exit 0 only when every case passes.
+    out-of-order events, and the response time. Exit 0 only when every case passes (warnings
+    pass, unless --strict).
 
     Example: prefctl endpoint check https://localhost:8443/webhooks --junit report.xml
     """
@@ -113,12 +134,16 @@ def check_endpoint(
         raise UsageError("--insecure and --ca-bundle contradict each other", hint="pick one")
     if client_key is not None and client_cert is None:
         raise UsageError("--client-key needs --client-cert")
-    credentials = signing_credentials(client_id, signature_user_id, hashkey_file, hashkey_env)
+    credentials = signing_credentials(
+        client_id, signature_user_id, hashkey_file, hashkey_env, signature_encoding
+    )
     config = conformance.CheckConfig(
         url=url,
         credentials=credentials,
         timeout=timeout,
         manual_validation=manual_validation,
+        strict=strict,
+        slow_after=slow_after,
         insecure=insecure,
         ca_bundle=ca_bundle,
         client_cert=client_cert,
@@ -150,7 +175,15 @@ def check_endpoint(
             f"{len(failures)} of {len(report.cases)} checks failed: {names}",
             hint="the reason column says what the service expects",
         )
-    state.out.success(f"all {len(report.cases)} checks passed")
+    warned = report.warnings
+    if warned:
+        names = ", ".join(case.name for case in warned)
+        state.out.success(
+            f"all {len(report.cases)} checks passed, {len(warned)} with warnings ({names}): "
+            "the spec accepts them; --strict makes them failures"
+        )
+    else:
+        state.out.success(f"all {len(report.cases)} checks passed")
 
 
 def _render(report: Report) -> None:
@@ -161,7 +194,7 @@ def _render(report: Report) -> None:
     rows = [
         {
             "case": case.name,
-            "result": "pass" if case.passed else "FAIL",
+            "result": {"pass": "pass", "warn": "WARN"}.get(case.result, "FAIL"),
             "status": case.status,
             "time": f"{case.duration_ms:.0f} ms",
             "reason": case.reason,

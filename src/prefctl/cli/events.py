@@ -23,6 +23,7 @@ from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
     HashkeyFileOption,
+    SignatureEncodingOption,
     SignatureUserIdOption,
     signing_credentials,
 )
@@ -130,6 +131,7 @@ def sign_event_header(
     signature_user_id: SignatureUserIdOption = None,
     hashkey_file: HashkeyFileOption = None,
     hashkey_env: HashkeyEnvOption = None,
+    signature_encoding: SignatureEncodingOption = None,
 ) -> None:
     """Print a Service-Webhook header value signed with the profile's webhook credentials.
 
@@ -139,7 +141,9 @@ def sign_event_header(
     from prefctl.webhooks.signature import HEADER_NAME, format_header, sign, signing_string
 
     state = get_state()
-    credentials = signing_credentials(client_id, signature_user_id, hashkey_file, hashkey_env)
+    credentials = signing_credentials(
+        client_id, signature_user_id, hashkey_file, hashkey_env, signature_encoding
+    )
     if timestamp is None:
         timestamp = utc_timestamp(SystemClock().now())
     else:
@@ -153,6 +157,7 @@ def sign_event_header(
                 "header": header,
                 "timestamp": timestamp,
                 "signature": signature,
+                "encoding": credentials.encoding,
                 "signed_string": signing_string(
                     credentials.client_id, credentials.signature_user_id, timestamp
                 ),
@@ -177,7 +182,8 @@ def verify_event_header(
         typer.Option(
             "--explain",
             help="Print each step: the parsed Timestamp, the signed string, its age against the "
-            "tolerance, the expected and the given Signature (never the Hashkey).",
+            "tolerance, the expected and the given Signature (never the Hashkey), and whether "
+            "the given one is in the other encoding.",
         ),
     ] = False,
     tolerance: Annotated[
@@ -196,6 +202,7 @@ def verify_event_header(
     signature_user_id: SignatureUserIdOption = None,
     hashkey_file: HashkeyFileOption = None,
     hashkey_env: HashkeyEnvOption = None,
+    signature_encoding: SignatureEncodingOption = None,
 ) -> None:
     """Check a Service-Webhook header value: exit 0 when it verifies, 1 (with the reason) if not.
 
@@ -205,7 +212,9 @@ def verify_event_header(
     from prefctl.webhooks.signature import explain as explain_header
 
     state = get_state()
-    credentials = signing_credentials(client_id, signature_user_id, hashkey_file, hashkey_env)
+    credentials = signing_credentials(
+        client_id, signature_user_id, hashkey_file, hashkey_env, signature_encoding
+    )
     moment = SystemClock().now() if now is None else _parse_time(now, "--now")
     value = header.strip()
     if value.lower().startswith(_HEADER_PREFIX):
@@ -221,7 +230,12 @@ def verify_event_header(
         return
     reason = result.reason or "mismatch"
     hint = _HINTS.get(reason)
-    if explain and reason == "mismatch":
+    if result.matches_encoding is not None:
+        hint = (
+            f'or set signature_encoding = "{result.matches_encoding}" in the profile\'s '
+            "webhooks table"
+        )
+    elif explain and reason == "mismatch":
         hint = "check the ClientId, signature user id and Hashkey"
     raise PrefctlError(f"signature does not verify: {result.message}", hint=hint)
 
@@ -259,6 +273,9 @@ def _explanation_rows(result: Explanation) -> dict[str, Any]:
         when = f"{age:.3f} s old" if age >= 0 else f"{-age:.3f} s in the future"
         rows["age"] = f"{when} (tolerance {result.tolerance_seconds:g} s)"
     if result.expected_signature is not None:
+        rows["encoding"] = f"Base64 of the {result.encoding} digest"
         rows["expected signature"] = result.expected_signature
         rows["given signature"] = result.given_signature
+    if result.matches_encoding is not None:
+        rows["given matches"] = f"Base64 of the {result.matches_encoding} digest"
     return rows

@@ -21,6 +21,7 @@ from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
     HashkeyFileOption,
+    SignatureEncodingOption,
     SignatureUserIdOption,
     signing_credentials,
 )
@@ -49,6 +50,7 @@ def receive(
     signature_user_id: SignatureUserIdOption = None,
     hashkey_file: HashkeyFileOption = None,
     hashkey_env: HashkeyEnvOption = None,
+    signature_encoding: SignatureEncodingOption = None,
     no_verify: Annotated[
         bool,
         typer.Option("--no-verify", help="Accept events without checking their signature."),
@@ -193,7 +195,7 @@ def receive(
     if not no_verify:
         try:
             credentials = signing_credentials(
-                client_id, signature_user_id, hashkey_file, hashkey_env
+                client_id, signature_user_id, hashkey_file, hashkey_env, signature_encoding
             )
         except ConfigError as exc:
             hint = f"{exc.hint}; or pass --no-verify" if exc.hint else "or pass --no-verify"

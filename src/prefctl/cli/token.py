@@ -129,7 +129,7 @@ def clear_tokens(
     if all_profiles:
         removed = TokenCache.default(SystemClock()).clear()
     else:
-        profile = state.profile()
+        profile = state.profile(service_urls=False)
         profile.require("auth_url", "client_id")
         removed = TokenCache.default(SystemClock()).clear(profile.auth_url, profile.client_id)
     if state.json:

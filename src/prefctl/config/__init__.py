@@ -41,7 +41,9 @@ from prefctl.config.keys import (
     KeyInfo,
     check_key,
     env_var_for,
+    insecure_url_warnings,
     key_info,
+    parse_bool,
     required_keys,
     split_key,
 )
@@ -71,6 +73,7 @@ class WebhookConfig:
     hashkey_env: str = "PREFCTL_HASHKEY"
     hashkey_file: str = ""
     hashkey: str = field(default="", repr=False)
+    signature_encoding: str = "raw"
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Profile:
     private_key: str = ""
     environment: str = "Sandbox"
     ca_bundle: str = ""
+    allow_insecure_http: bool = False
     webhooks: WebhookConfig = field(default_factory=WebhookConfig)
     base_dir: Path | None = field(default=None, compare=False)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -109,6 +113,16 @@ class Profile:
     @property
     def token_url(self) -> str:
         return self.auth_url.rstrip("/") + "/oauth2/v1/token"
+
+    def check_service_urls(self) -> list[str]:
+        """Raise ConfigError when auth_url or api_url is plain http:// to a host that is not this
+        machine and the profile does not set ``allow_insecure_http``; else the warnings to show
+        (one per such URL) on every use."""
+        return insecure_url_warnings(
+            {"auth_url": self.auth_url, "api_url": self.api_url},
+            allowed=self.allow_insecure_http,
+            profile=self.name,
+        )
 
     def require(self, *keys: str) -> None:
         """Raise a ConfigError naming the first of ``keys`` that has no value."""
@@ -437,7 +451,9 @@ def resolve_profile(
             check_key(key, value, section=section, where=where)
             if ALL_KEYS[dotted].is_path:
                 value = str(Path(value).expanduser().absolute())
-        if value:
+        if ALL_KEYS[dotted].boolean:
+            values[dotted] = parse_bool(value)
+        elif value:
             values[dotted] = value
         sources[dotted] = source
     return Profile(

@@ -14,6 +14,8 @@ from prefctl.errors import ConfigError
 ENV_PREFIX = "PREFCTL_"
 
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "certificate")
+SIGNATURE_ENCODINGS = ("raw", "hex")
+_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off", "")
 ENVIRONMENTS = ("Sandbox", "Production")
 DEFAULT_PROFILE = "local"
 WEBHOOKS = "webhooks"
@@ -28,6 +30,7 @@ class KeyInfo:
     choices: tuple[str, ...] = ()
     default: str = ""
     is_path: bool = False
+    boolean: bool = False
 
 
 PROFILE_KEYS: dict[str, KeyInfo] = {
@@ -63,6 +66,12 @@ PROFILE_KEYS: dict[str, KeyInfo] = {
     "private_key": KeyInfo("PEM private key of that certificate.", is_path=True),
     "environment": KeyInfo("Sandbox or Production.", choices=ENVIRONMENTS, default="Sandbox"),
     "ca_bundle": KeyInfo("Extra CA bundle (PEM) trusted for TLS to the service.", is_path=True),
+    "allow_insecure_http": KeyInfo(
+        "true lets auth_url and api_url use plain http:// to a host that is not this machine "
+        "(warned on every use); the spec makes HTTPS mandatory.",
+        default="false",
+        boolean=True,
+    ),
 }
 
 WEBHOOK_KEYS: dict[str, KeyInfo] = {
@@ -72,6 +81,12 @@ WEBHOOK_KEYS: dict[str, KeyInfo] = {
     ),
     "hashkey_file": KeyInfo("File whose first line is the webhook Hashkey.", is_path=True),
     "hashkey": KeyInfo("The webhook Hashkey inline (only in a 0600 file).", secret=True),
+    "signature_encoding": KeyInfo(
+        "What the Signature is Base64 of: raw (the HMAC-SHA512 digest's bytes) or hex (its hex "
+        "text).",
+        choices=SIGNATURE_ENCODINGS,
+        default="raw",
+    ),
 }
 
 # Every key by its dotted name, as `config set` and the docs spell it: "auth_url", "webhooks.hashkey".
@@ -125,7 +140,45 @@ def check_key(key: str, value: Any, *, section: str = "", where: str = "") -> No
     """Raise ConfigError unless ``key`` is a known key and ``value`` fits it."""
     prefix = f"{where}: " if where else ""
     info = _lookup(f"{section}.{key}" if section else key, where)
+    if info.boolean:
+        if not isinstance(value, bool) and (
+            not isinstance(value, str) or value.strip().lower() not in _TRUE + _FALSE
+        ):
+            raise ConfigError(f"{prefix}{key} must be true or false, not {value!r}")
+        return
     if not isinstance(value, str):
         raise ConfigError(f"{prefix}{key} must be a string")
     if info.choices and value not in info.choices:
         raise ConfigError(f"{prefix}{key} must be one of {', '.join(info.choices)}, not '{value}'")
+
+
+def parse_bool(value: Any) -> bool:
+    """A boolean key's value (a TOML boolean, or ``true``/``false`` text) as a bool."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in _TRUE
+
+
+def insecure_url_warnings(urls: dict[str, str], *, allowed: bool, profile: str) -> list[str]:
+    """Refuse a plain ``http://`` URL to a host that is not this machine (spec, Authentication:
+    "HTTPS is mandatory"), unless ``allowed``; then return one warning per such URL.
+
+    ``urls`` maps key names (``auth_url``, ``api_url``) to values. Loopback hosts (``localhost``,
+    ``127.0.0.0/8``, ``::1``) are always allowed: nothing leaves the machine.
+    """
+    from prefctl.hosts import is_loopback
+
+    warnings = []
+    for key, url in urls.items():
+        if not url.lower().startswith("http://") or is_loopback(url):
+            continue
+        if not allowed:
+            raise ConfigError(
+                f"{key} {url} of profile '{profile}' is plain http:// to another host: tokens and secrets "
+                "would travel in clear (HTTPS is mandatory)",
+                hint="use https://, or set allow_insecure_http = true in the profile "
+                f"({env_var_for('allow_insecure_http')}=true) to accept the risk",
+            )
+        warnings.append(
+            f"{key} {url} is plain http:// to another host (allow_insecure_http = true): "
+            "tokens and secrets travel in clear"
+        )
+    return warnings

@@ -102,7 +102,7 @@ class _Account:
         """The ``Service-Webhook`` header for attempts sent at ``timestamp``."""
         if timestamp != self.timestamp:
             assert self.verifier is not None
-            signature = base64.b64encode(self.verifier.digest(timestamp)).decode("ascii")
+            signature = base64.b64encode(self.verifier.signed_bytes(timestamp)).decode("ascii")
             self.timestamp, self.header = timestamp, format_header(timestamp, signature)
         return self.header
 

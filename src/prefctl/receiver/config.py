@@ -111,6 +111,7 @@ class ReceiverConfig:
             "verify": self.verify,
             "client_id": creds.client_id if creds else None,
             "signature_user_id": creds.signature_user_id if creds else None,
+            "signature_encoding": creds.encoding if creds else None,
             "tolerance": self.tolerance,
             "validation": "auto"
             if self.auto_validate

@@ -7,6 +7,7 @@ Every command that signs or verifies ``Service-Webhook`` headers (``events sign/
     EventsClientSignatureUserId  --signature-user-id    PREFCTL_SIGNATURE_USER_ID   [webhooks] signature_user_id
     Hashkey                      --hashkey-file F       the variable named by hashkey_env (PREFCTL_HASHKEY),
                                  --hashkey-env NAME     then [webhooks] hashkey_file, then hashkey inline
+    encoding (raw or hex)        --signature-encoding   PREFCTL_SIGNATURE_ENCODING  [webhooks] signature_encoding
 
 Flags win over the environment, which wins over the file. The Hashkey is never taken as a plain
 flag value (it would land in shell history and ``ps``): a flag names a file or a variable instead.
@@ -70,7 +71,12 @@ def signing_credentials(
         hooks = WebhookConfig(hooks.signature_user_id, hashkey_env=hashkey_env)
     hashkey = dataclasses.replace(profile, webhooks=hooks).resolve_hashkey(env)
     logs.register_secret(hashkey)
-    return SigningCredentials(profile.service_client_id, hooks.signature_user_id, hashkey)
+    return SigningCredentials(
+        profile.service_client_id,
+        hooks.signature_user_id,
+        hashkey,
+        encoding=profile.webhooks.signature_encoding,
+    )
 
 
 def load_signing_credentials(
@@ -81,6 +87,7 @@ def load_signing_credentials(
     signature_user_id: str | None = None,
     hashkey_file: str | None = None,
     hashkey_env: str | None = None,
+    signature_encoding: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> SigningCredentials:
     """Resolve the selected profile with these flags and return its signing credentials.
@@ -94,6 +101,10 @@ def load_signing_credentials(
     explicit = bool(profile_name or env.get(ENV_PROFILE))
     if not cfg.profiles and not explicit:
         cfg = dataclasses.replace(cfg, profiles={name: {}})
-    overrides = {"service_client_id": client_id, "signature_user_id": signature_user_id}
+    overrides = {
+        "service_client_id": client_id,
+        "signature_user_id": signature_user_id,
+        "signature_encoding": signature_encoding,
+    }
     profile = resolve_profile(cfg, profile_name, env=env, overrides=overrides)
     return signing_credentials(profile, hashkey_file=hashkey_file, hashkey_env=hashkey_env, env=env)

@@ -11,6 +11,11 @@ compares in constant time and checks the Timestamp against the receiver's clock.
 
 The signature does not cover the body: receivers should use HTTPS or mTLS and deduplicate on EventId.
 
+The spec's sentence ("recomputes the signature, converts it to UTF-8 bytes and then to Base64")
+admits two readings. ``raw`` (the default) is Base64 of the 64 digest bytes; ``hex`` is Base64 of
+the digest's 128-character lowercase hex text. ``SigningCredentials.encoding`` picks one; when a
+Signature fails but matches the other reading, the error says so.
+
     >>> creds = SigningCredentials("DEMO_CORP", "events-signer", "hashkey")
     >>> header = sign_header(creds, now)
     >>> verify(header, creds, now=now)          # raises SignatureError when it does not verify
@@ -28,7 +33,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from prefctl.clock import utc_timestamp
-from prefctl.errors import PrefctlError
+from prefctl.errors import PrefctlError, UsageError
 
 HEADER_NAME = "Service-Webhook"
 DEFAULT_TOLERANCE_SECONDS = 300.0
@@ -53,13 +58,26 @@ _IPAD = bytes(x ^ 0x36 for x in range(256))
 _OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
+RAW, HEX = "raw", "hex"
+ENCODINGS = (RAW, HEX)
+_ENCODING_WORDS = {RAW: "the raw digest", HEX: "the hex digest"}
+
+
 @dataclass(frozen=True)
 class SigningCredentials:
-    """What both sides must share: the service client id, the signature user id, the Hashkey."""
+    """What both sides must share: the service client id, the signature user id, the Hashkey,
+    and what the Signature is the Base64 of (``raw`` digest bytes or ``hex`` digest text)."""
 
     client_id: str
     signature_user_id: str
     hashkey: str = field(repr=False)
+    encoding: str = RAW
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise UsageError(
+                f"signature encoding must be {' or '.join(ENCODINGS)}, not '{self.encoding}'"
+            )
 
 
 class SignatureError(PrefctlError):
@@ -67,9 +85,10 @@ class SignatureError(PrefctlError):
 
     REASONS = ("missing", "malformed", "bad_timestamp", "too_old", "in_future", "mismatch")
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, matches_encoding: str | None = None) -> None:
         super().__init__(message, hint=None)
         self.reason = reason
+        self.matches_encoding = matches_encoding  # a mismatch that the other encoding verifies
 
 
 class SignatureHeader(NamedTuple):
@@ -84,13 +103,19 @@ def signing_string(client_id: str, signature_user_id: str, timestamp: str) -> st
     return f"{client_id}:{signature_user_id}:{timestamp}"
 
 
-def _digest(credentials: SigningCredentials, timestamp: str) -> bytes:
-    return Verifier(credentials).digest(timestamp)
-
-
 def sign(credentials: SigningCredentials, timestamp: str) -> str:
-    """The base64 Signature for ``timestamp`` (used verbatim)."""
-    return base64.b64encode(_digest(credentials, timestamp)).decode("ascii")
+    """The base64 Signature for ``timestamp`` (used verbatim), in the credentials' encoding."""
+    return base64.b64encode(Verifier(credentials).signed_bytes(timestamp)).decode("ascii")
+
+
+def mismatch_message(matches: str | None) -> str:
+    """The words of a ``mismatch``; ``matches`` is the other encoding when the Signature is that."""
+    if matches is None:
+        return "Signature does not match"
+    return (
+        f"Signature does not match; it matches Base64 of {_ENCODING_WORDS[matches]}: "
+        f"try --signature-encoding {matches}"
+    )
 
 
 def format_header(timestamp: str, signature: str) -> str:
@@ -171,7 +196,7 @@ class Verifier:
         >>> verifier.verify(header, now=clock.now())     # raises SignatureError, or the parsed header
     """
 
-    __slots__ = ("_inner", "_outer", "tolerance")
+    __slots__ = ("_hex", "_inner", "_outer", "tolerance")
 
     def __init__(
         self, credentials: SigningCredentials, *, tolerance: float = DEFAULT_TOLERANCE_SECONDS
@@ -183,6 +208,7 @@ class Verifier:
         prefix = signing_string(credentials.client_id, credentials.signature_user_id, "")
         self._inner = hashlib.sha512(key.translate(_IPAD) + prefix.encode())
         self._outer = hashlib.sha512(key.translate(_OPAD))
+        self._hex = credentials.encoding == HEX
         self.tolerance = tolerance
 
     def digest(self, timestamp: str) -> bytes:
@@ -193,9 +219,14 @@ class Verifier:
         outer.update(inner.digest())
         return outer.digest()
 
+    def signed_bytes(self, timestamp: str) -> bytes:
+        """What the Signature is the Base64 of: the digest, or its hex text (``hex`` encoding)."""
+        digest = self.digest(timestamp)
+        return digest.hex().encode("ascii") if self._hex else digest
+
     def verify(self, header: str | None, *, now: datetime) -> SignatureHeader:
         """Check a header value against ``now``; returns it parsed or raises SignatureError."""
-        if header is not None and _EXACT.match(header) is not None:
+        if not self._hex and header is not None and _EXACT.match(header) is not None:
             timestamp, signature = header[_EXACT_TIMESTAMP], header[_EXACT_SIGNATURE]
             try:
                 # The pattern admits only the RFC 3339 form that fromisoformat reads as UTC.
@@ -211,8 +242,10 @@ class Verifier:
                 given = base64.b64decode(signature, validate=True)
             except (binascii.Error, ValueError):
                 given = b""
-        if not hmac.compare_digest(given, self.digest(timestamp)):
-            raise SignatureError("mismatch", "Signature does not match")
+        digest = self.digest(timestamp)
+        if not hmac.compare_digest(given, digest.hex().encode("ascii") if self._hex else digest):
+            matches = self._other_match(given, digest)
+            raise SignatureError("mismatch", mismatch_message(matches), matches_encoding=matches)
         tolerance = self.tolerance
         age = (now - moment).total_seconds()
         if age > tolerance:
@@ -224,6 +257,11 @@ class Verifier:
                 "in_future", f"Timestamp is {-age:.0f} s in the future (tolerance {tolerance:g} s)"
             )
         return SignatureHeader(timestamp, signature)
+
+    def _other_match(self, given: bytes, digest: bytes) -> str | None:
+        """The other encoding when ``given`` is ``digest`` in it (compared in constant time)."""
+        other = digest if self._hex else digest.hex().encode("ascii")
+        return (RAW if self._hex else HEX) if hmac.compare_digest(given, other) else None
 
 
 @dataclass(frozen=True)
@@ -239,6 +277,8 @@ class Explanation:
     given_signature: str | None = None
     age_seconds: float | None = None
     tolerance_seconds: float = DEFAULT_TOLERANCE_SECONDS
+    encoding: str = RAW
+    matches_encoding: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -251,6 +291,8 @@ class Explanation:
             "given_signature": self.given_signature,
             "age_seconds": self.age_seconds,
             "tolerance_seconds": self.tolerance_seconds,
+            "encoding": self.encoding,
+            "matches_encoding": self.matches_encoding,
         }
 
 
@@ -262,10 +304,13 @@ def explain(
     tolerance: float = DEFAULT_TOLERANCE_SECONDS,
 ) -> Explanation:
     """Verify ``header`` and say why it passes or fails (for ``events verify --explain``)."""
+    encoding = credentials.encoding
     try:
         parsed = parse_header(header)
     except SignatureError as exc:
-        return Explanation(False, exc.reason, exc.message, tolerance_seconds=tolerance)
+        return Explanation(
+            False, exc.reason, exc.message, tolerance_seconds=tolerance, encoding=encoding
+        )
     signed = signing_string(credentials.client_id, credentials.signature_user_id, parsed.timestamp)
     expected = sign(credentials, parsed.timestamp)
     details: dict[str, object] = {
@@ -274,11 +319,13 @@ def explain(
         "expected_signature": expected,
         "given_signature": parsed.signature,
         "tolerance_seconds": tolerance,
+        "encoding": encoding,
     }
     try:
         moment = parse_timestamp(parsed.timestamp)
         details["age_seconds"] = round((now - moment).total_seconds(), 3)
         verify(header, credentials, now=now, tolerance=tolerance)
     except SignatureError as exc:
+        details["matches_encoding"] = exc.matches_encoding
         return Explanation(False, exc.reason, exc.message, **details)  # type: ignore[arg-type]
     return Explanation(True, None, "signature verifies", **details)  # type: ignore[arg-type]

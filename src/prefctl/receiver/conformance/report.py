@@ -2,13 +2,15 @@
 
 The JUnit form follows the common schema CI systems read (Jenkins, GitLab, GitHub actions): one
 ``testsuite`` with ``tests``/``failures``/``errors`` counts and one ``testcase`` per case, a
-``failure`` element carrying the reason of each failed case.
+``failure`` element carrying the reason of each failed case. JUnit has no "warning": a case that
+passes with a warning is a passing ``testcase`` whose ``system-out`` starts ``WARNING:`` and says
+why with its figures, and the ``testsuite`` carries a ``warnings`` property with their count.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,8 +21,9 @@ from prefctl.webhooks.signature import SigningCredentials
 
 __all__ = [
     "CASE_NAMES",
-    "RESPONSE_BUDGET",
+    "MANUAL_VALIDATION_WINDOW",
     "SERVICE_TIMEOUT",
+    "SLOW_AFTER",
     "STALE_AGE",
     "CaseResult",
     "CheckConfig",
@@ -40,7 +43,8 @@ CASE_NAMES = (
     "response_time",
 )
 SERVICE_TIMEOUT = 30.0  # the service abandons a request after this (spec, Limits)
-RESPONSE_BUDGET = 10.0  # the slowest answer the suite accepts
+SLOW_AFTER = 10.0  # answers slower than this pass with a warning (a failure with strict)
+MANUAL_VALIDATION_WINDOW = 300.0  # the validationUrl is valid 5 minutes (spec, Limits)
 STALE_AGE = 3600.0  # how old the Timestamp of the stale_timestamp case is
 
 
@@ -51,8 +55,9 @@ class CheckConfig:
     url: str
     credentials: SigningCredentials
     timeout: float = SERVICE_TIMEOUT
-    budget: float = RESPONSE_BUDGET
+    slow_after: float = SLOW_AFTER
     manual_validation: bool = False
+    strict: bool = False
     insecure: bool = False
     ca_bundle: Path | None = None
     client_cert: Path | None = None
@@ -78,27 +83,44 @@ class CheckConfig:
             raise UsageError(f"'{self.url}': the port must be a number from 1 to 65535", hint=hint)
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             raise UsageError(f"--timeout must be a number of seconds above 0, not {self.timeout:g}")
-        if not (math.isfinite(self.budget) and self.budget > 0):
-            raise UsageError("the response budget must be a positive number of seconds")
+        if not (math.isfinite(self.slow_after) and 0 < self.slow_after <= SERVICE_TIMEOUT):
+            raise UsageError(
+                f"--slow-after must be a number of seconds above 0 and at most "
+                f"{SERVICE_TIMEOUT:g} (the service's wait), not {self.slow_after:g}"
+            )
 
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The verdict on one case; ``status`` is the HTTP status that decided it, if any."""
+    """The verdict on one case; ``status`` is the HTTP status that decided it, if any.
+
+    ``warning``: the endpoint does what the spec accepts but not what most integrations want
+    (manual validation, slow answers); such a case passes, or fails when the run is strict.
+    ``figures`` are the measurements behind the verdict (seconds, counts).
+    """
 
     name: str
     passed: bool
     reason: str
     duration_ms: float
     status: int | None = None
+    warning: bool = False
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def result(self) -> str:
+        """``pass``, ``warn`` (passed with a warning) or ``fail``."""
+        return "fail" if not self.passed else "warn" if self.warning else "pass"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "passed": self.passed,
+            "result": self.result,
             "reason": self.reason,
             "duration_ms": self.duration_ms,
             "status": self.status,
+            "figures": self.figures,
         }
 
 
@@ -110,6 +132,7 @@ class Report:
     started_at: str
     duration_ms: float
     cases: tuple[CaseResult, ...]
+    strict: bool = False
 
     @property
     def passed(self) -> bool:
@@ -119,12 +142,19 @@ class Report:
     def failures(self) -> tuple[CaseResult, ...]:
         return tuple(case for case in self.cases if not case.passed)
 
+    @property
+    def warnings(self) -> tuple[CaseResult, ...]:
+        """Cases that passed with a warning (none in a strict run: they fail instead)."""
+        return tuple(case for case in self.cases if case.result == "warn")
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "url": self.url,
             "passed": self.passed,
+            "strict": self.strict,
             "total": len(self.cases),
             "failed": len(self.failures),
+            "warnings": len(self.warnings),
             "started_at": self.started_at,
             "duration_ms": self.duration_ms,
             "cases": [case.as_dict() for case in self.cases],
@@ -142,6 +172,10 @@ def junit_xml(report: Report) -> bytes:
     for element in (root, suite):
         element.set("tests", str(len(report.cases)))
         element.set("failures", str(failures))
+    properties = suite.find("properties")
+    assert properties is not None
+    ElementTree.SubElement(properties, "property", name="strict", value=str(report.strict).lower())
+    ElementTree.SubElement(properties, "property", name="warnings", value=str(len(report.warnings)))
     for case in report.cases:
         testcase = ElementTree.SubElement(
             suite,
@@ -155,6 +189,10 @@ def junit_xml(report: Report) -> bytes:
                 testcase, "failure", message=case.reason, type=_failure_type(case)
             )
             failure.text = case.reason
+        elif case.warning:
+            figures = ", ".join(f"{key}={value}" for key, value in case.figures.items())
+            text = f"WARNING: {case.reason}" + (f"\nfigures: {figures}" if figures else "")
+            ElementTree.SubElement(testcase, "system-out").text = text
     return _document(root)
 
 
