@@ -159,3 +159,14 @@ def test_validation_request_is_an_unsigned_handshake_with_a_fresh_code() -> None
     assert "Service-Webhook" not in headers
     assert len(message["data"]["validationCode"]) == 32
     assert message["data"]["validationCode"] != json.loads(second)["data"]["validationCode"]
+
+
+def test_receiver_without_a_fault_plan_refuses_faults_at_run_time() -> None:
+    from prefctl.receiver.faults import FaultStep
+    from prefctl.receiver.serve import ReceiverConfig, start_in_thread
+
+    with (
+        start_in_thread(ReceiverConfig(port=0, verify=False)) as receiver,
+        pytest.raises(UsageError, match="no fault plan"),
+    ):
+        receiver.inject_fault(FaultStep(count=1, status=503))
