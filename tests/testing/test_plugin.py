@@ -24,10 +24,11 @@ def test_docs_example_passes_with_only_the_plugin_and_leaves_the_user_folders_al
     tmp_path: Path,
 ) -> None:
     _write(tmp_path, example_module(), "test_my_webhooks.py")
-    result = run_pytest(tmp_path, "-q")
+    result = run_pytest(tmp_path, "-q", "--basetemp", str(tmp_path / "base"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "6 passed" in result.stdout
     assert list((tmp_path / "home").iterdir()) == []  # no profiles.toml, data dir or token cache
+    assert list((tmp_path / "base").glob("prefctl-emulator*")) == []  # removed at the end
 
 
 def test_plugin_load_imports_nothing_heavy() -> None:

@@ -118,8 +118,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def prefctl_emulator(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrefctlEmulator]:
-    """A throwaway emulator for the session (one per time scale), stopped and removed at the
-    end; see ``prefctl.testing._emulator.PrefctlEmulator``."""
+    """A throwaway emulator for the session (one per time scale), stopped and its folder
+    removed at the end; see ``prefctl.testing._emulator.PrefctlEmulator``."""
     from prefctl.testing._emulator import start_emulator
 
     options = _options(request)
@@ -129,6 +129,9 @@ def prefctl_emulator(
         yield emulator
     finally:
         emulator.close()
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)  # --prefctl-data-dir lies outside: it stays
 
 
 @pytest.fixture
