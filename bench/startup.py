@@ -9,6 +9,10 @@ as a user would), primes a token cache with the installed package itself, then t
     prefctl token get --json   the same token through the full CLI (Typer, Rich), for comparison
     aws --version              when installed, the reference CLI
 
+and, apart, the cost of prefctl's pytest plugin to a session that does not use its fixtures
+(``pytest_plugin_load``): ``pytest`` on a one-test module with the plugin and with
+``-p no:prefctl``, interleaved, in the same venv (pytest is installed into it). Target <= 50 ms.
+
 Runs are interleaved round-robin so that load on the machine hits every command alike. Prints a
 table of median / p90 / min wall time in ms and whether each target is met.
 
@@ -94,6 +98,64 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+PLUGIN_TARGET_MS = 50.0
+PLUGIN_TEST = "def test_nothing():\n    pass\n"
+# The module's own import, timed inside a process that has pytest loaded: the same figure without
+# the noise of whole sessions (a loaded 2-core machine moves those by tens of ms).
+PLUGIN_IMPORT = (
+    "import time, pytest; t = time.perf_counter(); import prefctl.testing; "
+    "print((time.perf_counter() - t) * 1000)"
+)
+
+
+def pytest_plugin_load(venv: Path, env: dict[str, str], runs: int, warmup: int) -> dict[str, float]:
+    """Median wall time of a pytest session that runs one plain test, with prefctl's plugin
+    loaded (its entry point) and with ``-p no:prefctl``; the difference is what loading costs."""
+    python = str(venv / "bin" / "python")
+    if subprocess.run([python, "-c", "import pytest"], capture_output=True).returncode != 0:
+        subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "pytest"],
+            check=True,
+        )
+    with tempfile.TemporaryDirectory(prefix="prefctl-plugin-") as tmp:
+        (Path(tmp) / "test_plain.py").write_text(PLUGIN_TEST)
+        base = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull]
+        base += ["--rootdir", tmp, str(Path(tmp) / "test_plain.py")]
+        argvs = {"with the plugin": base, "-p no:prefctl": [*base, "-p", "no:prefctl"]}
+        for argv in argvs.values():
+            for _ in range(warmup):
+                _time(argv, env)
+        samples: dict[str, list[float]] = {name: [] for name in argvs}
+        for _ in range(runs):
+            for name, argv in argvs.items():
+                samples[name].append(_time(argv, env))
+    with_plugin = statistics.median(samples["with the plugin"])
+    without = statistics.median(samples["-p no:prefctl"])
+    imports = [
+        float(subprocess.run([python, "-c", PLUGIN_IMPORT], capture_output=True, text=True).stdout)
+        for _ in range(runs)
+    ]
+    return {
+        "import_ms": round(statistics.median(imports), 2),
+        "with_plugin_ms": round(with_plugin, 1),
+        "without_plugin_ms": round(without, 1),
+        "load_ms": round(with_plugin - without, 1),
+        "ratio": round(with_plugin / without, 3),
+        "target_ms": PLUGIN_TARGET_MS,
+    }
+
+
+def _print_plugin_load(result: dict[str, float]) -> None:
+    met = "ok" if result["load_ms"] <= PLUGIN_TARGET_MS else "MISSED"
+    print(
+        f"pytest session, one plain test: {result['with_plugin_ms']:.1f} ms with prefctl's plugin, "
+        f"{result['without_plugin_ms']:.1f} ms with -p no:prefctl: the plugin costs "
+        f"{result['load_ms']:.1f} ms (ratio {result['ratio']:.3f}; "
+        f"target <= {PLUGIN_TARGET_MS:.0f} ms {met}); importing the plugin module into a "
+        f"process with pytest loaded takes {result['import_ms']:.2f} ms"
+    )
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
@@ -147,6 +209,7 @@ def main() -> int:
         for _ in range(args.runs):
             for name, argv in commands.items():
                 samples[name].append(_time(argv, env))
+        plugin = pytest_plugin_load(venv, env, args.runs, args.warmup)
 
     rows = []
     for name, values in samples.items():
@@ -164,7 +227,7 @@ def main() -> int:
             }
         )
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([*rows, {"command": "pytest plugin load", **plugin}], indent=2))
         return 0
     print(f"{'command':<26} {'median':>8} {'p90':>8} {'min':>8}  target")
     for row in rows:
@@ -179,6 +242,7 @@ def main() -> int:
         aws_median = by_name["aws --version"]["median_ms"]
         token_median = by_name["prefctl token get"]["median_ms"]
         print(f"cached token get is {aws_median / token_median:.1f}x faster than aws --version")
+    _print_plugin_load(plugin)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"({args.runs} runs each, interleaved; {os.cpu_count()} CPUs, load average {load}; "

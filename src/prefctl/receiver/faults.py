@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import tomllib
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,20 +93,37 @@ class FaultAction:
 
 
 class FaultState:
-    """Walks a plan event by event. Used from the event loop only (no locking)."""
+    """Walks a plan event by event. Used from the event loop only (no locking).
+
+    ``inject(step)`` adds a step at run time, ahead of what is left of the plan: the control the
+    pytest plugin's ``fail_next`` uses (through ``RunningReceiver.inject_fault``).
+    """
 
     def __init__(self, plan: FaultPlan, rng: random.Random) -> None:
         self.plan = plan
         self._rng = rng
         self._index = 0
         self._used = 0
+        self._injected: deque[FaultStep] = deque()
+        self._injected_used = 0
+
+    def inject(self, step: FaultStep) -> None:
+        """Apply ``step`` to the next ``step.count`` events, before the rest of the plan."""
+        self._injected.append(step)
 
     def next(self) -> FaultAction | None:
         """The fault for the next event, or None when it is to be answered normally."""
         plan = self.plan
         step: FaultStep | None = None
         label = ""
-        if self._index < len(plan.steps):
+        if self._injected:
+            step = self._injected[0]
+            self._injected_used += 1
+            label = f"{step.name} {self._injected_used}/{step.count}"
+            if self._injected_used >= step.count:
+                self._injected.popleft()
+                self._injected_used = 0
+        elif self._index < len(plan.steps):
             step = plan.steps[self._index]
             self._used += 1
             label = f"{step.name} {self._used}/{step.count}"

@@ -37,7 +37,7 @@ from prefctl.receiver.config import (
     ReceiverConfig,
     ReceiverSummary,
 )
-from prefctl.receiver.faults import FaultState
+from prefctl.receiver.faults import FaultState, FaultStep
 from prefctl.receiver.forward import AutoValidator, Forwarder
 from prefctl.receiver.pump import Sink, VerdictPump
 from prefctl.receiver.recorder import Recorder
@@ -165,6 +165,8 @@ class _Receiver:
         )
         self.error: BaseException | None = None
         self._server: _Server | None = None
+        self._faults: FaultState | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
         self.timed_out = False
 
@@ -202,6 +204,8 @@ class _Receiver:
             else None
         )
         validator = AutoValidator(self.pump.push, config.clock) if config.auto_validate else None
+        self._faults = FaultState(config.faults, config.rng) if config.faults else None
+        self._loop = asyncio.get_running_loop()
         app = ReceiverApp(
             push=self.pump.push,
             clock=config.clock,
@@ -209,7 +213,7 @@ class _Receiver:
             verifier=Verifier(config.credentials, tolerance=config.tolerance)
             if config.verify and config.credentials
             else None,
-            faults=FaultState(config.faults, config.rng) if config.faults else None,
+            faults=self._faults,
             manual_validation=config.manual_validation,
             validator=validator,
             forwarder=forwarder,
@@ -247,6 +251,27 @@ class _Receiver:
             with contextlib.suppress(asyncio.CancelledError):
                 await pump_task
             self.pump.flush()
+
+    def inject_fault(self, step: FaultStep, timeout: float) -> None:
+        """Hand ``step`` to the fault state on the event loop; returns once it is applied."""
+        faults, loop = self._faults, self._loop
+        if faults is None or loop is None:
+            raise UsageError(
+                "this receiver has no fault plan to add a fault to",
+                hint="start it with faults=FaultPlan() (an empty plan) to control faults",
+            )
+        applied = threading.Event()
+
+        def apply() -> None:
+            faults.inject(step)
+            applied.set()
+
+        try:
+            loop.call_soon_threadsafe(apply)
+        except RuntimeError:  # the loop is closed: the receiver has stopped
+            raise PrefctlError("the receiver has stopped") from None
+        if not applied.wait(timeout):
+            raise PrefctlError(f"the receiver did not take the fault within {timeout:g} s")
 
     def _time_up(self) -> None:
         self.timed_out = True
@@ -355,6 +380,15 @@ class RunningReceiver:
             except queue.Empty:
                 raise TimeoutError(f"{len(got)} of {count} verdicts within {timeout:g} s") from None
         return got
+
+    def inject_fault(self, step: FaultStep, timeout: float = 5.0) -> None:
+        """Apply ``step`` to the next authentic events, ahead of the rest of the fault plan.
+
+        Returns once the server's event loop holds it, so the next event meets it. The receiver
+        must have been started with a fault plan (``FaultPlan()`` when none is wanted yet): the
+        answer path with faults differs from the one without, and it is chosen at start.
+        """
+        self._receiver.inject_fault(step, timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the receiver stops by itself (``exit_after``, ``timeout``); True if it did."""
