@@ -324,6 +324,11 @@ class RunningReceiver:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def tracked_bytes(self) -> int:
+        """The estimated memory the duplicate and order tracking holds (bounded, in bytes)."""
+        return self._receiver.pump.tracker.memory_used
+
     def _collect(self, batch: Sequence[Verdict]) -> None:
         for verdict in batch:
             self.verdicts.put(verdict)
