@@ -113,7 +113,7 @@ class Tracker:
         profile = verdict.profile_id
         if moment is not None and isinstance(profile, _PROFILE_ID_TYPES):
             key: int | str | bytes = profile
-            if type(profile) is str:
+            if isinstance(profile, str):
                 if len(profile) > MAX_ID_CHARS:
                     key = _digest(profile)
             elif not -_LARGEST_PROFILE_INT < profile < _LARGEST_PROFILE_INT:
@@ -125,9 +125,9 @@ class Tracker:
                 while newest_by_profile and (
                     len(newest_by_profile) >= self.limit or self._newest_bytes > self.memory_bytes
                 ):
-                    oldest = next(iter(newest_by_profile))
-                    del newest_by_profile[oldest]
-                    self._newest_bytes -= sys.getsizeof(oldest) + _ENTRY_BYTES
+                    oldest_profile = next(iter(newest_by_profile))
+                    del newest_by_profile[oldest_profile]
+                    self._newest_bytes -= sys.getsizeof(oldest_profile) + _ENTRY_BYTES
                 newest_by_profile[key] = moment
             elif moment < newest:
                 verdict.out_of_order = True
