@@ -83,15 +83,16 @@ class Tracker:
                     moment = None
                 else:
                     verdict.latency_ms = (verdict.time - moment + _HALF_TENTH_MS) // _TENTH_MS / 10
-        event_id: str | bytes | None = verdict.event_id
-        if event_id is not None:
-            if len(event_id) > MAX_ID_CHARS:
+        shown_id = verdict.event_id
+        if shown_id is not None:
+            event_id: str | bytes = shown_id
+            if len(shown_id) > MAX_ID_CHARS:
                 if verdict.detail is None:
                     verdict.detail = (
-                        f"EventId of {len(event_id)} characters (real ones have at most "
+                        f"EventId of {len(shown_id)} characters (real ones have at most "
                         f"{MAX_ID_CHARS}): remembered by its digest"
                     )
-                event_id = _digest(event_id)
+                event_id = _digest(shown_id)
             events = self._events
             seen = events.get(event_id)
             if seen is None:
