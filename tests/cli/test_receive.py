@@ -95,7 +95,7 @@ def test_receive_json_prints_ready_then_requests_then_stopped() -> None:
         "type", "time", "kind", "method", "path", "status", "event_type", "event_id",
         "profile_id", "subscription_id", "event_time", "signature", "reason", "detail",
         "duplicate", "attempt", "out_of_order", "latency_ms", "fault", "validation_url",
-        "forward",
+        "validation_skipped", "forward",
     }  # fmt: skip
     assert set(first) == expected_keys
     assert stopped == {"type": "stopped", "requests": 4, "events": 2, "reason": "exit_after"}

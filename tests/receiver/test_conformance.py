@@ -531,7 +531,13 @@ def test_check_prefctl_receiver_passes_every_case() -> None:
 def test_check_prefctl_receiver_validating_manually_passes_when_declared() -> None:
     from prefctl.receiver.serve import ReceiverConfig, start_in_thread
 
-    config = ReceiverConfig(port=0, credentials=CREDS, manual_validation=True, auto_validate=True)
+    config = ReceiverConfig(
+        port=0,
+        credentials=CREDS,
+        manual_validation=True,
+        auto_validate=True,
+        validation_hosts=("127.0.0.1",),
+    )
     with start_in_thread(config) as receiver:
         report = _check(receiver.webhook_url, manual_validation=True)
     assert report.passed, report.failures

@@ -72,6 +72,16 @@ def receive(
             "--manual-validation).",
         ),
     ] = False,
+    validation_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--validation-host",
+            metavar="HOST[:PORT]",
+            help="Also trust this host for --auto-validate GETs (repeatable; default: only the "
+            "hosts of the profile's api_url and auth_url).",
+            show_default=False,
+        ),
+    ] = None,
     respond: Annotated[
         int | None,
         typer.Option(
@@ -210,6 +220,7 @@ def receive(
             tolerance=tolerance,
             manual_validation=manual_validation or auto_validate,
             auto_validate=auto_validate,
+            validation_hosts=_validation_hosts(validation_host) if auto_validate else (),
             faults=faults,
             record=record,
             redact=redact,
@@ -243,6 +254,19 @@ def receive(
         raise shortfall
 
 
+def _validation_hosts(extra: list[str] | None) -> tuple[str, ...]:
+    """The hosts --auto-validate trusts: the profile's service hosts, then --validation-host."""
+    from prefctl.receiver.validation import TrustedHosts
+
+    try:
+        profile = get_state().profile()
+    except ConfigError:  # no profile (a CI job with flags only): --validation-host alone
+        service: list[str | None] = []
+    else:
+        service = [TrustedHosts.of_url(profile.api_url), TrustedHosts.of_url(profile.auth_url)]
+    return tuple(dict.fromkeys([host for host in service if host] + list(extra or [])))
+
+
 def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
     if out.json_mode:
         writer.write(to_json(info, indent=False))
@@ -264,6 +288,8 @@ def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
         )
         if info[key] and info[key] != "sync"
     ]
+    if info["validation_hosts"]:
+        extras.append(f"validationUrls fetched from: {', '.join(info['validation_hosts'])}")
     if info["mtls"]:
         extras.append("client certificate required (mTLS)")
     for extra in extras:

@@ -14,8 +14,9 @@ One POST to the webhook path goes through, in order:
    verified when verification is on: bad, stale or future → 401.
 3. The body must be a JSON object with string ``EventId`` and ``EventType`` → else 400.
 4. ``subscription.validation`` (no signature needed): answered ``{"validationResponse": code}``, or
-   200 ``{}`` in manual mode (the validationUrl is shown, and GET by ``--auto-validate``); without a
-   code (or without a validationUrl in manual mode) → 400.
+   200 ``{}`` in manual mode (the validationUrl is shown, and GET by ``--auto-validate`` when its
+   host is trusted: ``receiver.validation``); without a code (or without a validationUrl in manual
+   mode) → 400.
 5. An event without a signature while verification is on → 401.
 6. Faults (``--respond``, ``--fail-first``…) decide the answer of authentic events; otherwise the
    event is forwarded (``--forward-to``, the handler's answer is mirrored) or answered 200.
@@ -37,7 +38,8 @@ import orjson
 
 from prefctl.clock import Clock
 from prefctl.receiver.faults import FaultState
-from prefctl.receiver.forward import AutoValidator, Forwarder
+from prefctl.receiver.forward import Forwarder
+from prefctl.receiver.validation import AutoValidator
 from prefctl.receiver.verdict import Kind, SignatureResult, Verdict
 from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE, build_reply, validation_fields
 from prefctl.webhooks.signature import SignatureError, Verifier
@@ -307,9 +309,19 @@ class ReceiverApp:
                 return _reject(verdict, 400, "no_validation_url", detail)
             verdict.validation_url = url
             verdict.status = 200
-            verdict.detail = "answered without the code: validate by GET of the validationUrl"
-            if self.validator is not None:
-                self.validator.schedule(url)  # a task: it runs after the answer is written
+            validator = self.validator
+            if validator is None:
+                verdict.detail = "answered without the code: validate by GET of the validationUrl"
+                return Answer(200, b"{}")
+            # Decided now; the GET itself runs on the validator's own thread, later.
+            skipped = validator.schedule(url)
+            if skipped is None:
+                verdict.detail = "answered without the code; the validationUrl will be fetched"
+            else:
+                verdict.validation_skipped = skipped.reason
+                verdict.detail = (
+                    f"answered without the code; validationUrl not fetched: {skipped.detail}"
+                )
             return Answer(200, b"{}")
         if code is None:
             return _reject(

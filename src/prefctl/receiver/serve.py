@@ -38,9 +38,10 @@ from prefctl.receiver.config import (
     ReceiverSummary,
 )
 from prefctl.receiver.faults import FaultState
-from prefctl.receiver.forward import AutoValidator, Forwarder
+from prefctl.receiver.forward import Forwarder
 from prefctl.receiver.pump import Sink, VerdictPump
 from prefctl.receiver.recorder import Recorder
+from prefctl.receiver.validation import AutoValidator, TrustedHosts
 from prefctl.receiver.verdict import Verdict
 from prefctl.server_loop import new_event_loop
 from prefctl.webhooks.signature import Verifier
@@ -201,7 +202,16 @@ class _Receiver:
             if config.forward_to
             else None
         )
-        validator = AutoValidator(self.pump.push, config.clock) if config.auto_validate else None
+        validator = (
+            AutoValidator(
+                self.pump.push,
+                config.clock,
+                TrustedHosts(config.validation_hosts),
+                timeout=config.validation_timeout,
+            )
+            if config.auto_validate
+            else None
+        )
         app = ReceiverApp(
             push=self.pump.push,
             clock=config.clock,

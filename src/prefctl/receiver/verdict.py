@@ -76,6 +76,8 @@ class Verdict:
     ``status`` is None when a fault reset the connection. ``reason`` is a short machine code
     (``too_old``, ``not_json``, ``body_too_large``…) and ``detail`` the sentence for people.
     ``duplicate``, ``attempt``, ``out_of_order`` and ``latency_ms`` are filled in by the pump.
+    ``validation_skipped`` says why ``--auto-validate`` did not GET a handshake's validationUrl
+    (``untrusted_host``, ``not_http``, ``too_many_validations``; ``detail`` has the sentence).
     ``_body`` and ``_headers`` are the raw request (kept only when recording); orjson leaves
     fields that start with an underscore out, so ``orjson.dumps(verdict)`` is exactly the line
     of ``prefctl receive -o json``, serialised without building a dict first.
@@ -108,6 +110,7 @@ class Verdict:
     latency_ms: float | None = None
     fault: str | None = None
     validation_url: str | None = None
+    validation_skipped: str | None = None
     forward: ForwardResult | None = None
     _headers: list[tuple[bytes, bytes]] | None = None
     _body: bytes | None = None
