@@ -188,12 +188,7 @@ def receive(
     import dataclasses
     import random
 
-    from prefctl.receiver import (
-        ExitAfterNotReached,
-        ReceiverConfig,
-        plan_from_options,
-        serve,
-    )
+    from prefctl.receiver import ExitAfterNotReached, ReceiverConfig, plan_from_options, serve
     from prefctl.receiver.pump import BackgroundWriter
 
     state = get_state()
@@ -293,12 +288,7 @@ def _dropped_notice(out: Output) -> Callable[[int], None]:
     def notice(count: int) -> None:
         detail = f"{count} lines were not shown: stdout was not read fast enough"
         if out.json_mode:
-            out.raw(
-                to_json(
-                    {"type": "dropped", "lines": count, "detail": detail}, indent=False
-                ).encode()
-                + b"\n"
-            )
+            out.json_line({"type": "dropped", "lines": count, "detail": detail})
         else:
             out.line(f"… {detail}")
         out.warn(detail)
