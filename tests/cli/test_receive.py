@@ -95,10 +95,16 @@ def test_receive_json_prints_ready_then_requests_then_stopped() -> None:
         "type", "time", "kind", "method", "path", "status", "event_type", "event_id",
         "profile_id", "subscription_id", "event_time", "signature", "reason", "detail",
         "duplicate", "attempt", "out_of_order", "latency_ms", "fault", "validation_url",
-        "forward",
+        "validation_skipped", "forward",
     }  # fmt: skip
     assert set(first) == expected_keys
-    assert stopped == {"type": "stopped", "requests": 4, "events": 2, "reason": "exit_after"}
+    assert stopped == {
+        "type": "stopped",
+        "requests": 4,
+        "events": 2,
+        "reason": "exit_after",
+        "dropped": 0,
+    }
     assert HASHKEY not in result.output
 
 
@@ -278,7 +284,13 @@ def test_receive_process_stops_cleanly_on_sigterm() -> None:
     assert process.returncode == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[0]["event_id"] == "evt-live"
-    assert lines[-1] == {"type": "stopped", "requests": 1, "events": 1, "reason": "signal"}
+    assert lines[-1] == {
+        "type": "stopped",
+        "requests": 1,
+        "events": 1,
+        "reason": "signal",
+        "dropped": 0,
+    }
 
 
 def test_receive_every_option_is_documented() -> None:
@@ -311,7 +323,13 @@ def test_receive_json_timeout_before_exit_after_still_prints_the_stopped_line() 
     assert process.returncode == 1, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[0]["type"] == "ready"
-    assert lines[-1] == {"type": "stopped", "requests": 0, "events": 0, "reason": "timeout"}
+    assert lines[-1] == {
+        "type": "stopped",
+        "requests": 0,
+        "events": 0,
+        "reason": "timeout",
+        "dropped": 0,
+    }
     assert err.strip() == "error: timed out after 1 s: 0 of 5 events arrived"
 
 
@@ -331,7 +349,7 @@ def test_receive_json_signal_before_exit_after_still_prints_the_stopped_line(
             process.kill()
     assert process.returncode == 1, err
     last = json.loads(out.splitlines()[-1])
-    assert last == {"type": "stopped", "requests": 1, "events": 1, "reason": "signal"}
+    assert last == {"type": "stopped", "requests": 1, "events": 1, "reason": "signal", "dropped": 0}
     assert err.strip() == "error: stopped: 1 of 3 events arrived"
 
 

@@ -18,6 +18,7 @@ import pytest
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver
 from prefctl.receiver.serve import start_in_thread as start_receiver
+from prefctl.receiver.validation import TrustedHosts
 from prefctl.webhooks.signature import SigningCredentials
 from tests.helpers import free_port, run_in_terminal
 
@@ -213,7 +214,12 @@ def test_subscriptions_create_manual_validation_not_done_times_out_with_the_hint
 def test_subscriptions_create_manual_validation_done_by_the_endpoint_succeeds(
     emulator: RunningEmulator, cli
 ) -> None:
-    with receiver_for(emulator, manual_validation=True, auto_validate=True) as manual:
+    with receiver_for(
+        emulator,
+        manual_validation=True,
+        auto_validate=True,
+        validation_hosts=(TrustedHosts.of_url(emulator.api_url),),
+    ) as manual:
         result = create(cli, "--name", "auto", "--url", manual.webhook_url, "-e", "tag.added")
     assert result.exit_code == 0, result.output
     assert result.json["ProvisioningState"] == "Succeeded"

@@ -594,7 +594,13 @@ def test_check_prefctl_receiver_passes_every_case() -> None:
 def test_check_prefctl_receiver_validating_manually_passes_when_declared() -> None:
     from prefctl.receiver.serve import ReceiverConfig, start_in_thread
 
-    config = ReceiverConfig(port=0, credentials=CREDS, manual_validation=True, auto_validate=True)
+    config = ReceiverConfig(
+        port=0,
+        credentials=CREDS,
+        manual_validation=True,
+        auto_validate=True,
+        validation_hosts=("127.0.0.1",),
+    )
     with start_in_thread(config) as receiver:
         report = _check(receiver.webhook_url, manual_validation=True)
     assert report.passed, report.failures
@@ -736,7 +742,16 @@ def test_endpoint_check_command_against_manual_prefctl_receive_warns_and_strict_
 
     command = [sys.executable, "-m", "prefctl", "-o", "json", "receive", "--port", "0"]
     receiver = subprocess.Popen(
-        [*command, *CLI_CREDS, "--manual-validation", "--auto-validate", "--timeout", "60"],
+        [
+            *command,
+            *CLI_CREDS,
+            "--manual-validation",
+            "--auto-validate",
+            "--validation-host",
+            "127.0.0.1",
+            "--timeout",
+            "60",
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

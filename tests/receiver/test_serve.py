@@ -190,6 +190,7 @@ def test_receiver_auto_validate_gets_the_validation_url() -> None:
             credentials=CREDS,
             manual_validation=True,
             auto_validate=True,
+            validation_hosts=("127.0.0.1",),
             clock=FakeClock(),  # the pause before the GET passes at once
         )
         with start_in_thread(config) as running:

@@ -90,3 +90,25 @@ def test_tracker_memory_is_bounded() -> None:
     recent = event("e9", profile_id=9)
     tracker.observe(recent)
     assert recent.duplicate
+
+
+def test_tracker_memory_is_bounded_in_bytes_before_the_count() -> None:
+    tracker = Tracker(limit=1_000_000, memory_bytes=64 * 1024)
+    for n in range(5_000):
+        tracker.observe(event(f"{n:0200d}", profile_id=f"{n:0200d}"))
+    assert tracker.memory_used <= 2 * 64 * 1024
+    newest = event(f"{4_999:0200d}", profile_id=0)
+    tracker.observe(newest)
+    assert newest.duplicate  # the newest are still remembered
+
+
+def test_tracker_id_longer_than_any_real_one_is_remembered_by_digest_and_reported() -> None:
+    tracker = Tracker()
+    long_id = "x" * 1_000_000
+    first, again = event(long_id, profile_id="p" * 1_000_000), event(long_id)
+    tracker.observe(first)
+    tracker.observe(again)
+    assert again.duplicate
+    assert first.detail is not None
+    assert "EventId of 1000000 characters" in first.detail
+    assert tracker.memory_used < 1_000

@@ -62,3 +62,12 @@ def test_format_line_of_a_reset_and_a_refusal() -> None:
     assert " RST  " in format_line(verdict(status=None, fault="step 4 1/1"))
     refused = format_line(verdict(status=401, signature="invalid", reason="too_old", detail="old"))
     assert "(too_old: old)" in refused
+
+
+def test_format_line_shortens_what_a_request_chose() -> None:
+    huge = "x" * 1_000_000
+    line = format_line(
+        verdict(event_type=huge, profile_id=huge, detail=huge, reason="not_json", status=400)
+    )
+    assert len(line) < 600
+    assert "x" * 59 + "…" in line

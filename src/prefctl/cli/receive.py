@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -28,10 +28,12 @@ from prefctl.cli._signing import (
 from prefctl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from prefctl.receiver import Verdict
+    from prefctl.receiver import ExitAfterNotReached, ReceiverSummary, Verdict
     from prefctl.receiver.pump import BackgroundWriter, Sink
 
 DEFAULT_PORT = 8751  # prefctl.receiver.DEFAULT_PORT, repeated to keep --help free of imports
+OUTPUT_QUEUE_BYTES = 8 * 1024 * 1024  # lines waiting for stdout's reader; beyond, dropped
+OUTPUT_CLOSE_SECONDS = 3.0  # at the stop, how long the queued lines may take to be read
 
 
 def register(root: typer.Typer) -> None:
@@ -74,6 +76,16 @@ def receive(
             "--manual-validation).",
         ),
     ] = False,
+    validation_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--validation-host",
+            metavar="HOST[:PORT]",
+            help="Also trust this host for --auto-validate GETs (repeatable; default: only the "
+            "hosts of the profile's api_url and auth_url).",
+            show_default=False,
+        ),
+    ] = None,
     respond: Annotated[
         int | None,
         typer.Option(
@@ -200,8 +212,16 @@ def receive(
         except ConfigError as exc:
             hint = f"{exc.hint}; or pass --no-verify" if exc.hint else "or pass --no-verify"
             raise ConfigError(exc.message, hint=hint) from None
-    # Lines are written on their own thread, so a slow terminal or pipe never holds up an answer.
-    writer = BackgroundWriter(_output_chunk(out), name="prefctl-receive-output")
+    # Lines are written on their own thread, so a slow terminal or pipe never holds up an answer;
+    # what waits for a reader that does not keep up is bounded (lines beyond it are dropped).
+    writer = BackgroundWriter(
+        _output_chunk(out),
+        name="prefctl-receive-output",
+        max_pending_bytes=OUTPUT_QUEUE_BYTES,
+        on_dropped=_dropped_notice(out),
+    )
+    summary: ReceiverSummary | None = None
+    shortfall: ExitAfterNotReached | None = None
     try:
         config = ReceiverConfig(
             host=host,
@@ -212,6 +232,7 @@ def receive(
             tolerance=tolerance,
             manual_validation=manual_validation or auto_validate,
             auto_validate=auto_validate,
+            validation_hosts=_validation_hosts(validation_host) if auto_validate else (),
             faults=faults,
             record=record,
             redact=redact,
@@ -227,27 +248,93 @@ def receive(
         try:
             summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
         except ExitAfterNotReached as exc:
-            shortfall: ExitAfterNotReached | None = exc
+            shortfall = exc
             summary = exc.summary
-        else:
-            shortfall = None
     finally:
-        writer.close()
+        _close_output(writer, summary, shortfall)
     if writer.error is not None:
         raise writer.error
+    assert summary is not None
     if state.json:
-        out.json_line({"type": "stopped", **dataclasses.asdict(summary)})
+        out.json_line({"type": "stopped", **dataclasses.asdict(summary), "dropped": writer.dropped})
     else:
-        out.info(
-            f"stopped ({summary.reason}): {summary.requests} requests, {summary.events} events"
-        )
+        out.info(f"stopped ({summary.reason}): {_counts(summary, writer.dropped)}")
     if shortfall is not None:  # exit 1, after the stop line (docs/receiver.md)
         raise shortfall
 
 
+def _validation_hosts(extra: list[str] | None) -> tuple[str, ...]:
+    """The hosts --auto-validate trusts: the profile's service hosts, then --validation-host."""
+    from prefctl.receiver.validation import TrustedHosts
+
+    try:
+        profile = get_state().profile()
+    except ConfigError:  # no profile (a CI job with flags only): --validation-host alone
+        service: list[str | None] = []
+    else:
+        service = [TrustedHosts.of_url(profile.api_url), TrustedHosts.of_url(profile.auth_url)]
+    return tuple(dict.fromkeys([host for host in service if host] + list(extra or [])))
+
+
+def _counts(summary: ReceiverSummary, dropped: int) -> str:
+    counts = f"{summary.requests} requests, {summary.events} events"
+    if dropped:
+        counts += f"; {dropped} lines not shown (stdout was not read fast enough)"
+    return counts
+
+
+def _dropped_notice(out: Output) -> Callable[[int], None]:
+    """On the writer's thread, before the first line written after ``count`` were dropped: a
+    record of it in the output, and a warning on stderr."""
+
+    def notice(count: int) -> None:
+        detail = f"{count} lines were not shown: stdout was not read fast enough"
+        if out.json_mode:
+            out.json_line({"type": "dropped", "lines": count, "detail": detail})
+        else:
+            out.line(f"… {detail}")
+        out.warn(detail)
+
+    return notice
+
+
+def _close_output(
+    writer: BackgroundWriter,
+    summary: ReceiverSummary | None,
+    shortfall: ExitAfterNotReached | None,
+) -> None:
+    """Write the queued lines, within OUTPUT_CLOSE_SECONDS. When stdout's reader does not take
+    them (``prefctl receive | sleep 600``), the process ends at once, with a line on stderr if
+    it can: Python's own exit would wait for ever on the blocked write."""
+    try:
+        if writer.close(OUTPUT_CLOSE_SECONDS):
+            return
+        code = shortfall.exit_code if shortfall is not None else 0
+    except BaseException:  # a second Ctrl-C or SIGTERM while waiting for the reader
+        if writer.close(0):
+            raise
+        code = 130
+    how = f"stopped ({summary.reason}): {_counts(summary, writer.dropped)}; " if summary else ""
+    _exit_now(f"prefctl receive: {how}stdout is not being read: the lines queued are lost", code)
+
+
+def _exit_now(message: str, code: int) -> NoReturn:
+    import os
+    import select
+
+    try:
+        # stderr may be the same stuck pipe: write only what it takes without waiting.
+        if select.select([], [2], [], 0)[1]:
+            os.write(2, (message + "\n").encode()[: select.PIPE_BUF])
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
 def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
     if out.json_mode:
-        writer.write(to_json(info, indent=False))
+        line = to_json(info, indent=False)
+        writer.write(line, size=len(line))
         return
     if info["verify"]:
         out.success(
@@ -266,6 +353,8 @@ def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
         )
         if info[key] and info[key] != "sync"
     ]
+    if info["validation_hosts"]:
+        extras.append(f"validationUrls fetched from: {', '.join(info['validation_hosts'])}")
     if info["mtls"]:
         extras.append("client certificate required (mTLS)")
     for extra in extras:
@@ -292,7 +381,11 @@ def _json_sink(writer: BackgroundWriter) -> Sink:
     def sink(batch: Sequence[Verdict]) -> None:
         if writer.error is not None:
             raise writer.error
-        writer.write(json_lines(batch) + b"\n")
+        if writer.backlogged:  # the reader is behind: not even made
+            writer.skip(len(batch))
+            return
+        chunk = json_lines(batch) + b"\n"
+        writer.write(chunk, size=len(chunk), lines=len(batch))
 
     return sink
 
@@ -308,7 +401,11 @@ def _table_sink(out: Output, writer: BackgroundWriter) -> Sink:
         def plain(batch: Sequence[Verdict]) -> None:
             if writer.error is not None:
                 raise writer.error
-            writer.write("\n".join([format_line(v) for v in batch]))
+            if writer.backlogged:
+                writer.skip(len(batch))
+                return
+            text = "\n".join([format_line(v) for v in batch])
+            writer.write(text, size=len(text), lines=len(batch))
 
         return plain
 
@@ -318,10 +415,13 @@ def _table_sink(out: Output, writer: BackgroundWriter) -> Sink:
         if writer.error is not None:
             raise writer.error
         for verdict in batch:
+            if writer.backlogged:
+                writer.skip(1)
+                continue
             text = Text(format_line(verdict))
             status = verdict.status
             style = "bold red" if status is None else _STATUS_STYLE.get(status // 100, "")
             text.stylize(style, 14, 17)  # the status column
-            writer.write(text)
+            writer.write(text, size=len(text), lines=1)
 
     return styled

@@ -9,9 +9,9 @@ of them, never a 5xx.
 
 Access tokens are RS256 JWTs with ``kid`` in the header and the claims ``iss`` (auth_url), ``sub``
 (client_id), ``aud`` (``prefctl-api``), ``scope``, ``scid``, ``uid``, ``iat``, ``exp`` and ``jti``.
-REST routes call ``authenticate_bearer(ctx, request.headers.get("authorization"))``: it returns the
-``Principal`` the token speaks for, or raises ``InvalidTokenError`` (expired, tampered, revoked,
-foreign issuer, user gone).
+REST routes call ``authenticate_bearer(ctx, one_authorization(values))`` with the values of every
+Authorization header (two are refused): it returns the ``Principal`` the token speaks for, or
+raises ``InvalidTokenError`` (expired, tampered, revoked, foreign issuer, user gone).
 """
 
 from __future__ import annotations
@@ -75,6 +75,26 @@ class InvalidTokenError(AuthError):
     """A bearer token that does not authenticate (RFC 6750 ``invalid_token``)."""
 
     error = "invalid_token"
+
+
+class RepeatedAuthorizationError(InvalidTokenError):
+    """A request with more than one Authorization header (401 everywhere, never one picked)."""
+
+    error = "invalid_request"
+
+
+def one_authorization(values: Sequence[str]) -> str | None:
+    """The value of a request's only Authorization header (None without one).
+
+    Two or more are refused (``RepeatedAuthorizationError``) by the token endpoint and the REST API
+    alike, rather than one of them chosen: proxies and frameworks disagree on which one counts, so
+    a request that carries two means different things to each of them.
+    """
+    if len(values) > 1:
+        raise RepeatedAuthorizationError(
+            f"the request has {len(values)} Authorization headers: send exactly one"
+        )
+    return values[0] if values else None
 
 
 @dataclass(frozen=True)
@@ -432,16 +452,17 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     @app.post(TOKEN_PATH, summary="Token endpoint (client credentials)", tags=["oauth2"])
     async def token(request: Request) -> JSONResponse:
         try:
-            authorizations = request.headers.getlist("authorization")
-            if len(authorizations) > 1:
-                raise TokenError("invalid_request", "send one Authorization header")
+            try:
+                authorization = one_authorization(request.headers.getlist("authorization"))
+            except RepeatedAuthorizationError as exc:
+                raise TokenError("invalid_client", exc.message, status=401, basic=True) from None
             body = await _read_body(request)
             form = parse_form(request.headers.get("content-type"), body)
             answer = await run_in_threadpool(
                 issue_token,
                 ctx,
                 form,
-                authorizations[0] if authorizations else None,
+                authorization,
                 audiences=_audiences(ctx, request),
             )
         except TokenError as exc:

@@ -9,11 +9,14 @@ One POST to the webhook path goes through, in order:
 
 1. ``Content-Length`` over the body limit → 413; a non-JSON ``Content-Type`` → 415; the body is
    read up to the limit (413 as soon as it is exceeded, nothing more is buffered).
-2. A ``Service-Webhook`` header is verified when verification is on: bad, stale or future → 401.
+2. Two or more ``Service-Webhook`` headers → 401 ``repeated_header``, with or without verification
+   (one is never picked: proxies and frameworks disagree on which one counts). A single one is
+   verified when verification is on: bad, stale or future → 401.
 3. The body must be a JSON object with string ``EventId`` and ``EventType`` → else 400.
 4. ``subscription.validation`` (no signature needed): answered ``{"validationResponse": code}``, or
-   200 ``{}`` in manual mode (the validationUrl is shown, and GET by ``--auto-validate``); without a
-   code (or without a validationUrl in manual mode) → 400.
+   200 ``{}`` in manual mode (the validationUrl is shown, and GET by ``--auto-validate`` when its
+   host is trusted: ``receiver.validation``); without a code (or without a validationUrl in manual
+   mode) → 400.
 5. An event without a signature while verification is on → 401.
 6. Faults (``--respond``, ``--fail-first``…) decide the answer of authentic events; otherwise the
    event is forwarded (``--forward-to``, the handler's answer is mirrored) or answered 200.
@@ -35,7 +38,8 @@ import orjson
 
 from prefctl.clock import Clock
 from prefctl.receiver.faults import FaultState
-from prefctl.receiver.forward import AutoValidator, Forwarder
+from prefctl.receiver.forward import Forwarder
+from prefctl.receiver.validation import AutoValidator
 from prefctl.receiver.verdict import Kind, SignatureResult, Verdict
 from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE, build_reply, validation_fields
 from prefctl.webhooks.signature import SignatureError, Verifier
@@ -171,7 +175,7 @@ class ReceiverApp:
         The ASGI handler and the receiver's HTTP protocol (``receiver.protocol``) share this and
         ``finish``: they are the webhook path's decisions, and every line runs for every event.
         """
-        # Names arrive lower-cased; for a repeated header the last one counts, as with a loop.
+        # Names arrive lower-cased, every header line apart (a repeated one appears twice).
         by_name = dict(headers)
         signature: bytes | None = by_name.get(_SIGNATURE)
         content_type: bytes | None = by_name.get(_CONTENT_TYPE)
@@ -180,6 +184,13 @@ class ReceiverApp:
         verdict = Verdict("request", self.clock.now(), Kind.INVALID, "POST", self.path, 400)
         if self.keep_request:
             verdict._headers = headers
+        if len(by_name) != len(headers) and signature is not None:
+            # Some header is repeated (rare: the check above costs one comparison per request).
+            count = sum([name == _SIGNATURE for name, _ in headers])
+            if count > 1:
+                verdict.signature = SignatureResult.INVALID
+                detail = f"the request has {count} Service-Webhook headers: send exactly one"
+                return verdict, None, _reject(verdict, 401, "repeated_header", detail)
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             return verdict, signature, self._too_large(verdict)
         if content_type is not None and content_type != _JSON and not _is_json(content_type):
@@ -298,9 +309,19 @@ class ReceiverApp:
                 return _reject(verdict, 400, "no_validation_url", detail)
             verdict.validation_url = url
             verdict.status = 200
-            verdict.detail = "answered without the code: validate by GET of the validationUrl"
-            if self.validator is not None:
-                self.validator.schedule(url)  # a task: it runs after the answer is written
+            validator = self.validator
+            if validator is None:
+                verdict.detail = "answered without the code: validate by GET of the validationUrl"
+                return Answer(200, b"{}")
+            # Decided now; the GET itself runs on the validator's own thread, later.
+            skipped = validator.schedule(url)
+            if skipped is None:
+                verdict.detail = "answered without the code; the validationUrl will be fetched"
+            else:
+                verdict.validation_skipped = skipped.reason
+                verdict.detail = (
+                    f"answered without the code; validationUrl not fetched: {skipped.detail}"
+                )
             return Answer(200, b"{}")
         if code is None:
             return _reject(

@@ -18,6 +18,8 @@ from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH
 from prefctl.receiver.faults import FaultPlan
 from prefctl.receiver.pump import Sink
+from prefctl.receiver.validation import DEFAULT_TIMEOUT_SECONDS as DEFAULT_VALIDATION_TIMEOUT
+from prefctl.receiver.validation import TrustedHosts
 from prefctl.webhooks.signature import DEFAULT_TOLERANCE_SECONDS, SigningCredentials
 
 __all__ = ["DEFAULT_PORT", "ExitAfterNotReached", "ReceiverConfig", "ReceiverSummary"]
@@ -42,6 +44,9 @@ class ReceiverConfig:
     tolerance: float = DEFAULT_TOLERANCE_SECONDS
     manual_validation: bool = False
     auto_validate: bool = False
+    # HOST or HOST:PORT entries whose validationUrls --auto-validate GETs (receiver.validation).
+    validation_hosts: tuple[str, ...] = ()
+    validation_timeout: float = DEFAULT_VALIDATION_TIMEOUT
     faults: FaultPlan | None = None
     record: Path | None = None
     redact: bool = False
@@ -77,6 +82,17 @@ class ReceiverConfig:
             return "tolerance must be between 0 and 86400 seconds", None
         if self.auto_validate and not self.manual_validation:
             return "auto_validate needs manual_validation", None
+        for entry in self.validation_hosts:
+            problem = TrustedHosts.check_entry(entry)
+            if problem is not None:
+                return f"--validation-host {problem}", "e.g. api.example.com or 127.0.0.1:8750"
+        if not 0 < self.validation_timeout <= 60:
+            return "the validation timeout must be between 0 and 60 seconds", None
+        if self.auto_validate and not self.validation_hosts:
+            return (
+                "--auto-validate needs a trusted host to GET validationUrls from",
+                "set the profile's api_url, or pass --validation-host HOST[:PORT]",
+            )
         if self.redact and self.record is None:
             return "--redact applies to --record: pass --record FILE too", None
         if self.forward_to is not None and not self.forward_to.startswith(("http://", "https://")):
@@ -118,6 +134,7 @@ class ReceiverConfig:
             else "manual"
             if self.manual_validation
             else "sync",
+            "validation_hosts": list(self.validation_hosts) if self.auto_validate else None,
             "tls": self.tls_cert is not None,
             "mtls": self.client_ca is not None,
             "faults": self.faults.describe() if self.faults else None,

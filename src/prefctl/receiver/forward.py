@@ -1,4 +1,4 @@
-"""The receiver's outgoing HTTP: ``--forward-to`` and ``--auto-validate``, with one async httpx client.
+"""The receiver's ``--forward-to``: authentic events passed on to the user's own handler.
 
 ``Forwarder`` passes an authentic event (its body and headers, unchanged) to the user's own handler
 and **mirrors the handler's answer** (status, body, content type) back to the service, so that a
@@ -6,27 +6,21 @@ handler that fails makes the service retry exactly as it would in production. A 
 be reached is answered 502, one that does not answer within ``timeout`` (default 25 s, inside the
 service's 30 s budget) 504; both are failed attempts for the service.
 
-``AutoValidator`` performs the manual validation itself: once the receiver has answered a handshake
-without the code, it GETs the ``validationUrl`` (after a short pause, so that the service has
-recorded the answer first; up to 3 tries) and reports the outcome as a ``validation`` verdict.
-
-httpx is imported only when one of these is used, and both run on the server's event loop.
+httpx is imported only when forwarding is used; it runs on the server's event loop.
+(``--auto-validate``, the receiver's other outgoing HTTP, is ``receiver.validation``.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from prefctl.clock import Clock
-from prefctl.receiver.verdict import ForwardResult, Kind, Verdict
+from prefctl.receiver.verdict import ForwardResult
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["AutoValidator", "ForwardAnswer", "Forwarder"]
+__all__ = ["ForwardAnswer", "Forwarder"]
 
 FORWARD_BODY_SHOWN = 200
 ANSWER_BODY_LIMIT = 64 * 1024
@@ -107,82 +101,3 @@ class Forwarder:
 
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000.0, 1)
-
-
-class AutoValidator:
-    """GETs validationUrls in the background and pushes the outcome as a verdict."""
-
-    def __init__(
-        self,
-        push: Callable[[Verdict], None],
-        clock: Clock,
-        *,
-        pause: float = 1.0,
-        attempts: int = 3,
-        retry_delay: float = 2.0,
-        timeout: float = 10.0,
-    ) -> None:
-        self._push = push
-        self._clock = clock
-        self.pause = pause
-        self.attempts = attempts
-        self.retry_delay = retry_delay
-        self.timeout = timeout
-        self._client: httpx.AsyncClient | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        import httpx
-
-        from prefctl.auth.http_policy import LOOPBACK_DIRECT
-
-        # validationUrls of the emulator (this machine) go direct, a real service's by any proxy.
-        self._client = httpx.AsyncClient(
-            timeout=self.timeout, follow_redirects=False, mounts=LOOPBACK_DIRECT
-        )
-
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
-
-    def schedule(self, url: str) -> None:
-        """Validate ``url`` soon, off the request that carried it."""
-        task = asyncio.get_running_loop().create_task(self._validate(url))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _validate(self, url: str) -> None:
-        import httpx
-
-        assert self._client is not None, "AutoValidator.start() was not awaited"
-        await self._clock.sleep(self.pause)
-        status: int | None = None
-        detail = ""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = await self._client.get(url)
-            except httpx.HTTPError as exc:
-                status, detail = None, f"{type(exc).__name__}: {exc}".rstrip(": ")
-            else:
-                status = response.status_code
-                if response.is_success:
-                    detail = "validated"
-                    break
-                detail = f"answered {status}"
-            if attempt < self.attempts:
-                await self._clock.sleep(self.retry_delay)
-        self._push(
-            Verdict(
-                time=self._clock.now(),
-                kind=Kind.VALIDATION,
-                status=status,
-                method="GET",
-                path=url,
-                validation_url=url,
-                detail=detail,
-            )
-        )

@@ -123,7 +123,14 @@ class BackgroundWriter:
     """Performs blocking writes on its own thread, in order, so that the event loop never waits.
 
     ``write(chunk)`` queues a chunk for ``target(chunk)`` (e.g. a file's write-and-flush); the
-    first exception stops the writer and goes to ``on_error``. ``close()`` writes what is queued.
+    first exception stops the writer and goes to ``on_error``. ``close(timeout)`` writes what is
+    queued, waiting at most ``timeout`` seconds for a reader that does not read.
+
+    With ``max_pending_bytes``, what waits to be written is bounded: a chunk that would take the
+    queue past it is **dropped** (unless the queue is empty) and its lines counted in ``dropped``;
+    before the next chunk that is written, ``on_dropped(count)`` runs on the writer's thread, so
+    that the output can say how many lines are missing there. ``backlogged`` tells a producer
+    that the chunk it is about to make would be dropped, so that it need not make it.
     """
 
     def __init__(
@@ -132,35 +139,83 @@ class BackgroundWriter:
         *,
         name: str = "prefctl-writer",
         on_error: Callable[[BaseException], None] | None = None,
+        max_pending_bytes: int | None = None,
+        on_dropped: Callable[[int], None] | None = None,
     ) -> None:
         self._target = target
         self.on_error = on_error
+        self.max_pending_bytes = max_pending_bytes
+        self.on_dropped = on_dropped
         self.error: BaseException | None = None
+        self.dropped = 0  # lines dropped in all
+        self._unreported = 0  # lines dropped since the last chunk queued
+        self._pending_bytes = 0
+        self._lock = threading.Lock()
         self._chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def write(self, chunk: Any) -> None:
-        if self.error is None:
-            self._chunks.put(chunk)
+    @property
+    def backlogged(self) -> bool:
+        """Whether the queue is full: the next chunk (but an empty queue's) would be dropped."""
+        limit = self.max_pending_bytes
+        return limit is not None and self._pending_bytes >= limit
 
-    def close(self) -> None:
+    def skip(self, lines: int) -> None:
+        """Count ``lines`` that are not written because the reader is behind."""
+        self.dropped += lines
+        self._unreported += lines
+
+    def write(self, chunk: Any, *, size: int = 0, lines: int = 1) -> bool:
+        """Queue ``chunk`` (``size`` bytes, ``lines`` lines); False when it was dropped."""
+        if self.error is not None:
+            return False
+        limit = self.max_pending_bytes
+        if limit is not None and self._pending_bytes and self._pending_bytes + size > limit:
+            self.skip(lines)
+            return False
+        if self._unreported:
+            self._chunks.put(_Dropped(self._unreported))
+            self._unreported = 0
+        with self._lock:
+            self._pending_bytes += size
+        self._chunks.put((chunk, size))
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Write what is queued and stop; False when that took longer than ``timeout`` seconds
+        (a reader that does not read): the thread is then left behind, blocked in a write."""
         self._chunks.put(_STOP)
-        self._thread.join()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while True:
-            chunk = self._chunks.get()
-            if chunk is _STOP:
+            item = self._chunks.get()
+            if item is _STOP:
                 return
             if self.error is not None:
                 continue
             try:
+                if isinstance(item, _Dropped):
+                    if self.on_dropped is not None:
+                        self.on_dropped(item.lines)
+                    continue
+                chunk, size = item
                 self._target(chunk)
+                with self._lock:
+                    self._pending_bytes -= size
             except Exception as exc:  # reported to the receiver, which stops and re-raises it
                 self.error = exc
                 if self.on_error is not None:
                     self.on_error(exc)
+
+
+class _Dropped:
+    __slots__ = ("lines",)
+
+    def __init__(self, lines: int) -> None:
+        self.lines = lines
 
 
 _STOP = object()

@@ -38,9 +38,10 @@ from prefctl.receiver.config import (
     ReceiverSummary,
 )
 from prefctl.receiver.faults import FaultState, FaultStep
-from prefctl.receiver.forward import AutoValidator, Forwarder
+from prefctl.receiver.forward import Forwarder
 from prefctl.receiver.pump import Sink, VerdictPump
 from prefctl.receiver.recorder import Recorder
+from prefctl.receiver.validation import AutoValidator, TrustedHosts
 from prefctl.receiver.verdict import Verdict
 from prefctl.server_loop import new_event_loop
 from prefctl.webhooks.signature import Verifier
@@ -203,7 +204,16 @@ class _Receiver:
             if config.forward_to
             else None
         )
-        validator = AutoValidator(self.pump.push, config.clock) if config.auto_validate else None
+        validator = (
+            AutoValidator(
+                self.pump.push,
+                config.clock,
+                TrustedHosts(config.validation_hosts),
+                timeout=config.validation_timeout,
+            )
+            if config.auto_validate
+            else None
+        )
         self._faults = FaultState(config.faults, config.rng) if config.faults else None
         self._loop = asyncio.get_running_loop()
         app = ReceiverApp(
@@ -348,6 +358,11 @@ class RunningReceiver:
     @property
     def running(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def tracked_bytes(self) -> int:
+        """The estimated memory the duplicate and order tracking holds (bounded, in bytes)."""
+        return self._receiver.pump.tracker.memory_used
 
     def _collect(self, batch: Sequence[Verdict]) -> None:
         for verdict in batch:

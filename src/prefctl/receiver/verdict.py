@@ -68,6 +68,8 @@ class Verdict:
     ``status`` is None when a fault reset the connection. ``reason`` is a short machine code
     (``too_old``, ``not_json``, ``body_too_large``…) and ``detail`` the sentence for people.
     ``duplicate``, ``attempt``, ``out_of_order`` and ``latency_ms`` are filled in by the pump.
+    ``validation_skipped`` says why ``--auto-validate`` did not GET a handshake's validationUrl
+    (``untrusted_host``, ``not_http``, ``too_many_validations``; ``detail`` has the sentence).
     ``_body`` and ``_headers`` are the raw request (kept only when recording); orjson leaves
     fields that start with an underscore out, so ``orjson.dumps(verdict)`` is exactly the line
     of ``prefctl receive -o json``, serialised without building a dict first.
@@ -100,6 +102,7 @@ class Verdict:
     latency_ms: float | None = None
     fault: str | None = None
     validation_url: str | None = None
+    validation_skipped: str | None = None
     forward: ForwardResult | None = None
     _headers: list[tuple[bytes, bytes]] | None = None
     _body: bytes | None = None
@@ -183,8 +186,21 @@ def _writable(value: Any) -> Any:
     return value
 
 
-def _or_dash(value: Any) -> Any:
-    return "-" if value is None else value
+# Table mode shows at most this many characters of each field a request chose (the JSON line has
+# them whole): one request must not make a megabyte line.
+SHOWN_CHARS = {"event_type": 60, "id": 40, "url": 120, "detail": 200, "short": 40}
+
+
+def _shown(value: Any, limit: int) -> str:
+    """``value`` as text, at most ``limit`` characters (``-`` for None)."""
+    if value is None:
+        return "-"
+    if type(value) is not str:
+        try:
+            value = str(value)
+        except ValueError:  # an integer too long to print (Python refuses past 4,300 digits)
+            return "(a very long number)"
+    return _short(value, limit)
 
 
 def _short(text: str, limit: int) -> str:
@@ -195,7 +211,8 @@ def format_line(verdict: Verdict) -> str:
     """The one-line summary printed by ``prefctl receive`` (format in docs/receiver.md).
 
     Anything a request sent that is not printable (escape sequences, newlines) is shown escaped,
-    ``\\x1b[2J``, so that no request can drive the terminal or forge a line of the output.
+    ``\\x1b[2J``, so that no request can drive the terminal or forge a line of the output; what it
+    chose is shortened (``SHOWN_CHARS``), so that the line stays about a terminal row or two.
     """
     line = _line(verdict)
     return line if line.isprintable() else line.encode("unicode_escape").decode("ascii")
@@ -205,16 +222,20 @@ def _line(verdict: Verdict) -> str:
     moment = verdict.time
     time = f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
     status = "RST" if verdict.status is None else str(verdict.status)
+    url_chars, id_chars, detail_chars = SHOWN_CHARS["url"], SHOWN_CHARS["id"], SHOWN_CHARS["detail"]
     if verdict.kind == Kind.VALIDATION:
-        outcome = verdict.detail or "done"
-        return f"{time}  {status:>3}  GET validationUrl  {verdict.validation_url}  {outcome}"
+        outcome = _shown(verdict.detail or "done", detail_chars)
+        url = _shown(verdict.validation_url, url_chars)
+        return f"{time}  {status:>3}  GET validationUrl  {url}  {outcome}"
     if verdict.kind == Kind.OTHER:
-        return f"{time}  {status:>3}  {verdict.method} {_short(verdict.path, 60)}  {verdict.detail}"
-    parts = [time, f"{status:>3}", f"{verdict.event_type or '-':<28}"]
+        shown = f"{verdict.method} {_short(verdict.path, 60)}"
+        return f"{time}  {status:>3}  {shown}  {_shown(verdict.detail, detail_chars)}"
+    event_type = _shown(verdict.event_type, SHOWN_CHARS["event_type"])
+    parts = [time, f"{status:>3}", f"{event_type:<28}"]
     if verdict.kind == Kind.HANDSHAKE:
-        parts.append(f"subscription={_or_dash(verdict.subscription_id)}")
+        parts.append(f"subscription={_shown(verdict.subscription_id, id_chars)}")
     elif verdict.profile_id is not None:
-        parts.append(f"profile={verdict.profile_id}")
+        parts.append(f"profile={_shown(verdict.profile_id, id_chars)}")
     if verdict.event_id:
         parts.append(f"event={_short(verdict.event_id, 9)}")
     # A refused body that was never read (413, 415, malformed) has no signature verdict to show.
@@ -229,15 +250,20 @@ def _line(verdict: Verdict) -> str:
     if verdict.latency_ms is not None:
         parts.append(f"latency={verdict.latency_ms:.0f}ms")
     if verdict.fault:
-        parts.append(f"fault={verdict.fault}")
+        parts.append(f"fault={_shown(verdict.fault, SHOWN_CHARS['short'])}")
     if verdict.validation_url:
-        parts.append(f"validationUrl={verdict.validation_url}")
+        parts.append(f"validationUrl={_shown(verdict.validation_url, url_chars)}")
+    detail = _shown(verdict.detail, detail_chars) if verdict.detail else None
     if verdict.reason:
-        parts.append(f"({verdict.reason}: {verdict.detail})" if verdict.detail else verdict.reason)
-    elif verdict.kind == Kind.HANDSHAKE and verdict.detail:
-        parts.append(verdict.detail)
+        parts.append(f"({verdict.reason}: {detail})" if detail else verdict.reason)
+    elif detail and verdict.status is not None and verdict.kind != Kind.INVALID:
+        parts.append(detail)  # what was answered to a handshake; a note on an event
     forward = verdict.forward
     if forward is not None:
-        answer = forward.error or f"{forward.status} {_short(forward.body, 60)!r}"
+        answer = (
+            _shown(forward.error, detail_chars)
+            if forward.error
+            else f"{forward.status} {_short(forward.body, 60)!r}"
+        )
         parts.append(f"→ handler {answer} {forward.latency_ms:.0f}ms")
     return "  ".join(parts)

@@ -49,7 +49,12 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from prefctl.emulator.context import API_PATH, EmulatorContext
-from prefctl.emulator.oauth import InvalidTokenError, Principal, authenticate_bearer
+from prefctl.emulator.oauth import (
+    InvalidTokenError,
+    Principal,
+    authenticate_bearer,
+    one_authorization,
+)
 from prefctl.errors import AuthError, NotFoundError, PrefctlError, UsageError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
 
@@ -345,7 +350,8 @@ def require(permission: str) -> Authorize:
     """The dependency that admits a request holding ``permission`` and returns its Principal.
 
     401 (``WWW-Authenticate: Bearer … error="invalid_token"``) when the Authorization header is
-    missing or its token does not authenticate; 403 when the token belongs to another account than
+    missing or its token does not authenticate, and (``error="invalid_request"``) when the request
+    has two Authorization headers; 403 when the token belongs to another account than
     the path's ``{service_client_id}`` or its user lacks ``permission``.
 
     It runs on the event loop: the token's signature is verified once per token (cached), and
@@ -365,7 +371,8 @@ def _requirement(permission: str) -> Authorize:
         _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)],
     ) -> Principal:
         try:
-            principal = authenticate_bearer(get_ctx(request), request.headers.get("authorization"))
+            authorization = one_authorization(request.headers.getlist("authorization"))
+            principal = authenticate_bearer(get_ctx(request), authorization)
         except InvalidTokenError as exc:
             raise _unauthorized(exc) from None
         if principal.service_client_id != service_client_id:
@@ -403,7 +410,7 @@ def _unauthorized(exc: InvalidTokenError) -> ProblemError:
         exc.message,
         headers={
             "WWW-Authenticate": (
-                f'{_REALM}, error="invalid_token", error_description="{description}"'
+                f'{_REALM}, error="{exc.error}", error_description="{description}"'
             )
         },
     )
