@@ -15,7 +15,7 @@ from prefctl.testing import sign_headers, validation_request
 from prefctl.testing._emulator import PrefctlEmulator
 from prefctl.testing._receiver import PrefctlReceiver
 from prefctl.webhooks.signature import SigningCredentials, Verifier
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_until
 
 pytestmark = pytest.mark.prefctl(time_scale=600)
 
@@ -86,9 +86,14 @@ def test_receiver_fail_next_makes_the_service_retry(
     [event] = prefctl_emulator.trigger("tag.added")
     attempts = prefctl_receiver.wait_for("tag.added", count=3)
     assert {a["EventId"] for a in attempts} == {event["EventId"]}
-    recorded = [json.loads(line) for line in prefctl_receiver.recording.read_text().splitlines()]
-    statuses = [r["verdict"]["status"] for r in recorded if r["verdict"]["kind"] == "event"]
-    assert statuses == [503, 500, 200]
+
+    def statuses() -> list[int]:  # the recording is written off the answering path
+        lines = prefctl_receiver.recording.read_text().splitlines()
+        recorded = [json.loads(line) for line in lines]
+        return [r["verdict"]["status"] for r in recorded if r["verdict"]["kind"] == "event"]
+
+    wait_until(lambda: len(statuses()) >= 3)
+    assert statuses() == [503, 500, 200]
 
 
 def test_receiver_fail_next_refuses_what_is_not_a_count_or_status(
