@@ -9,7 +9,7 @@ from prefctl.emulator.serve import RunningEmulator
 from prefctl.store.db import connect
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from tests.emulator.subscriptions.conftest import api_client, body, create, wait_for_state
-from tests.emulator.subscriptions.endpoints import Receiver
+from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
 
 
 def delivery_states(emulator: RunningEmulator, subscription_id: int) -> list[str]:
@@ -42,6 +42,18 @@ def test_post_subscription_answers_201_creating_then_handshake_succeeds(
     assert receiver.handshakes(created["Id"])[0].status == 200
     assert "ProvisioningError" not in record
     assert record["State"] == "Active"
+
+
+def test_handshake_message_carries_every_envelope_field_of_an_event(api: httpx.Client) -> None:
+    # Spec: "Same schema as an event, except the data object is named data in camel case".
+    with stub_endpoint(echo=True) as stub:
+        created = create(api, body(stub.url, name="schema"))
+        wait_for_state(api, created["Id"], "Succeeded")
+    [message] = stub.requests
+    envelope = ["EventId", "EventType", "Entity", "SubscriptionId", "ClientId", "ProfileId"]
+    assert list(message) == [*envelope, "EventTime", "OriginalEventTime", "data"]
+    assert (message["Entity"], message["SubscriptionId"]) == ("Subscription", created["Id"])
+    assert "Service-Webhook" not in stub.headers[0]
 
 
 def test_get_subscriptions_lists_every_subscription_of_the_account(
