@@ -10,6 +10,7 @@ from prefctl.store.db import connect
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from tests.emulator.subscriptions.conftest import api_client, body, create, wait_for_state
 from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
+from tests.helpers import wait_until
 
 
 def delivery_states(emulator: RunningEmulator, subscription_id: int) -> list[str]:
@@ -149,6 +150,29 @@ def test_put_new_url_runs_the_handshake_again(api: httpx.Client, receiver: Recei
     assert (answer.json()["ProvisioningState"], answer.json()["Url"]) == ("Updating", new_url)
     wait_for_state(api, created["Id"], "Succeeded")
     assert len(receiver.handshakes(created["Id"], count=2)) == 2
+
+
+def test_put_new_url_holds_events_until_the_handshake_succeeds_then_delivers_them(
+    emulator: RunningEmulator,
+    api: httpx.Client,
+    receiver: Receiver,
+    manual_receiver: Receiver,
+) -> None:
+    # docs/subscriptions.md: events during a Url change wait for the subscription, not vanish.
+    payload = body(receiver.url + "?t=move-old")
+    created = create(api, payload)
+    wait_for_state(api, created["Id"], "Succeeded")
+    moved = {**payload, "Url": manual_receiver.url + "?t=move-new"}
+    assert api.put(f"/subscriptions/{created['Id']}", json=moved).status_code == 200
+    wait_for_state(api, created["Id"], "AwaitingManualAction")
+
+    new_profile(api, "during-move@example.com")
+    assert delivery_states(emulator, created["Id"]) == ["queued"]  # waits for the handshake
+
+    (handshake,) = manual_receiver.handshakes(created["Id"])
+    assert handshake.validation_url is not None
+    assert httpx.get(handshake.validation_url).status_code == 200
+    wait_until(lambda: delivery_states(emulator, created["Id"]) == ["delivered"], timeout=10)
 
 
 def test_put_same_url_keeps_provisioning_and_round_trips_alerts(
