@@ -26,9 +26,8 @@ from prefctl.sim.explain import explain
 from prefctl.sim.load import generate_arrivals
 from prefctl.sim.run import simulate
 from prefctl.sim.scenario import parse_scenario
-from prefctl.store import alert_incidents
+from prefctl.store import alert_incidents, subscriptions
 from prefctl.store import alerts as alert_store
-from prefctl.store import subscriptions
 from prefctl.store.db import connect, transaction
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from prefctl.webhooks.signature import SigningCredentials
