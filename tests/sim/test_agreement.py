@@ -126,7 +126,8 @@ def test_simulator_explain_and_emulator_agree_on_alert_times_and_attempts(
 ) -> None:
     report = simulate(parse_scenario(SCENARIO))
     simulated = [(a["minute"], a["kind"], a["dead_letters"]) for a in report["alerts"]]
-    explained = explain(Limits(max_attempts=3, ttl_minutes=240), seed=None)
+    alert_settings = {k: v for k, v in SETTINGS.items() if k.startswith("Alert")}
+    explained = explain(Limits(max_attempts=3, ttl_minutes=240), None, alert_settings)
 
     emulated, attempts = run_emulator(emulator)
 
@@ -142,6 +143,11 @@ def test_simulator_explain_and_emulator_agree_on_alert_times_and_attempts(
     for (sim_minute, _, _), (emu_minute, _, _) in zip(simulated, emulated, strict=True):
         assert abs(sim_minute - emu_minute) <= TOLERANCE_MINUTES, (simulated, emulated)
     assert abs(simulated[0][0] - first_dead_letter) <= TOLERANCE_MINUTES
+    # policy explain's alert table: the first at the cut-off, the next AlertFrequencyMax later.
+    assert [a.kind for a in explained.alerts[:2]] == ["opened", "update"]
+    assert explained.alerts[0].at_seconds == explained.cut_off.at_seconds
+    explained_minutes = [a.at_seconds / 60 for a in explained.alerts[:2]]
     for alerts in (simulated, emulated):
+        assert alerts[1][0] - alerts[0][0] >= explained_minutes[1] - explained_minutes[0] - 1e-3
         gap = alerts[1][0] - alerts[0][0]
         assert SETTINGS["AlertFrequencyMax"] - 1e-3 <= gap <= SETTINGS["AlertFrequencyMax"] + 0.2
