@@ -131,3 +131,20 @@ def test_example_file_is_valid_and_documents_every_key() -> None:
     for key in config.ALL_KEYS:
         bare = key.rsplit(".", 1)[-1]
         assert re.search(rf"^#? ?{bare} = ", text, re.MULTILINE), f"{key} not in the example"
+
+
+_RULE_PAGES = ("alerts.md", "policy.md", "simulate.md", "subscriptions.md", "webhooks.md")
+
+
+def test_docs_mark_every_decision_one_way() -> None:
+    # Decisions the spec leaves open are marked **[decision]**, never "Decision(s)" in another
+    # form; the pages of the delivery rules never cite the internal design document.
+    decision = re.compile(r"\*\*Decisions?\b|^Decisions?\b[^.\n]*:$|\(\[decision\]", re.M)
+    design = re.compile(r"DESIGN §")
+    found = []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: {m.group(0)}" for m in decision.finditer(text)]
+        if path.name in _RULE_PAGES:
+            found += [f"{path.name}: {m.group(0)}" for m in design.finditer(text)]
+    assert found == []

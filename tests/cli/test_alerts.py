@@ -324,6 +324,7 @@ def mixed_alerts(isolated_env: Path) -> dict[str, str]:
         dead_letter(subscription, clock, mailer, event_id=f"evt-{len(name)}")
         clock.advance(600)
     refusing = Mailer.for_data_dir(data_dir(), SmtpSettings("127.0.0.1", free_port(), timeout=5))
+    clock.advance(1800)  # at most one alert per AlertFrequencyMax (30 min) of a subscription
     dead_letter(subscription, clock, refusing, event_id="evt-refused")
     return old
 

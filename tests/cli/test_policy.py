@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from pathlib import Path
@@ -88,6 +89,32 @@ def test_policy_explain_out_of_range_ttl_is_a_usage_error() -> None:
     assert "at most 240" in result.stderr
 
 
+def test_policy_explain_alerts_at_most_once_per_frequency_max() -> None:
+    # Spec, Limits: "Alert Frequency (Max) | at most one alert per this many minutes".
+    result = run_cli(
+        "policy", "explain", "--max-attempts", "3", "--alert-frequency-max", "20",
+        "--alert-threshold-max", "40", "-o", "json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.stderr
+    report = result.json
+    alerts = report["alerts"]
+    assert alerts[0]["at_seconds"] == report["cut_off"]["at_seconds"]  # the first dead letter
+    assert [a["kind"] for a in alerts] == ["opened", "update", "paused"]
+    assert [b["at_seconds"] - a["at_seconds"] for a, b in itertools.pairwise(alerts)] == [1200] * 2
+    assert [a["dead_letters"] for a in alerts] == [1, 20, 20]
+    assert report["alert_settings"]["AlertFrequencyMax"] == 20
+
+
+def test_policy_explain_alert_max_below_min_is_a_usage_error() -> None:
+    result = run_cli("policy", "explain", "--alert-frequency-max", "3")
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: --alert-frequency-max: AlertFrequencyMax must be at least AlertFrequencyMin (5)\n"
+    )
+
+
 def test_policy_docs_show_what_policy_explain_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
     printed = run_cli("policy", "explain").stdout
@@ -96,7 +123,7 @@ def test_policy_docs_show_what_policy_explain_prints(monkeypatch: pytest.MonkeyP
         (Path(__file__).resolve().parents[2] / "docs" / "policy.md").read_text(),
         re.S,
     )
-    tables = [block.strip("\n") for block in printed.split("\n\n", 1)]
+    tables = [block.strip("\n") for block in printed.split("\n\n")]
 
     def lines(text: str) -> list[str]:
         return [line.rstrip() for line in text.strip("\n").splitlines()]

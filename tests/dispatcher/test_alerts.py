@@ -1,4 +1,4 @@
-"""The incident rules of failure alerts (DESIGN §9.4), one setting at a time, on a FakeClock.
+"""The incident rules of failure alerts (docs/alerts.md), one setting at a time, on a FakeClock.
 
 Each test drives a real ``AlertMonitor`` over a real SQLite store with an mbox in a temp dir, as
 the dispatcher would: dead letters, 200s and per-cycle ticks, with the time it chooses.
@@ -166,21 +166,21 @@ def test_threshold_min_spread_beyond_frequency_min_never_opens(tmp_path: Path) -
     assert h.alerts() == []
 
 
-# -- batching: AlertFrequencyMin, doubling to AlertFrequencyMax ------------------------------------
-def test_later_dead_letters_wait_for_the_gap_that_doubles_up_to_frequency_max(
-    tmp_path: Path,
-) -> None:
+# -- spacing: at most one alert per AlertFrequencyMax minutes ---------------------------------------
+def test_steady_dead_letters_alert_at_most_once_per_frequency_max(tmp_path: Path) -> None:
+    # Spec, Limits: "Alert Frequency (Max) | at most one alert per this many minutes".
     h = settings_harness(
-        tmp_path, AlertFrequencyMin=5, AlertFrequencyMax=20, AlertThresholdMax=1000
+        tmp_path, AlertFrequencyMin=5, AlertFrequencyMax=30, AlertThresholdMax=1000
     )
     h.dead_letter()
-    for _ in range(80):  # a dead letter every minute for 80 minutes
+    for _ in range(100):  # a dead letter every minute for 100 minutes
         h.minutes(1)
         h.dead_letter()
 
-    # Gaps 5, 10, 20, then 20 (capped at AlertFrequencyMax).
-    assert h.alert_minutes() == [0, 5, 15, 35, 55, 75]
-    assert [a.kind for a in h.alerts()] == ["opened"] + ["update"] * 5
+    assert h.alert_minutes() == [0, 30, 60, 90]
+    assert [a.kind for a in h.alerts()] == ["opened"] + ["update"] * 3
+    times = h.alert_minutes()
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 30
 
 
 def test_batched_alert_counts_every_dead_letter_since_the_previous_by_reason(
@@ -191,9 +191,9 @@ def test_batched_alert_counts_every_dead_letter_since_the_previous_by_reason(
     harness.dead_letter(2, reason="TimeToLiveExceeded", status=500)
     harness.minutes(1)
     harness.dead_letter(reason="BadRequest", status=400)
-    assert len(harness.alerts()) == 1  # still inside AlertFrequencyMin (5)
+    assert len(harness.alerts()) == 1  # still inside AlertFrequencyMax (30)
 
-    harness.minutes(3)
+    harness.minutes(28)
 
     _first, second = harness.alerts()
     assert (second.kind, second.dead_letters, second.incident_dead_letters) == ("update", 3, 4)
@@ -204,27 +204,28 @@ def test_batched_alert_counts_every_dead_letter_since_the_previous_by_reason(
 
 def test_no_new_dead_letters_after_the_gap_sends_nothing(harness: Harness) -> None:
     harness.dead_letter()
-    harness.minutes(6)
-    harness.minutes(6)
+    harness.minutes(20)
+    harness.minutes(20)
 
     assert len(harness.alerts()) == 1
 
 
-def test_dead_letter_after_the_gap_passed_alerts_at_once(harness: Harness) -> None:
+def test_dead_letter_inside_the_spacing_alerts_when_it_ends(harness: Harness) -> None:
     harness.dead_letter()
-    harness.minutes(7)
-    harness.dead_letter()
+    harness.minutes(20)
+    harness.dead_letter()  # the incident is still open: it waits for the spacing
+    harness.minutes(10)
 
-    assert harness.alert_minutes() == [0, 7]
+    assert harness.alert_minutes() == [0, 30]
 
 
 # -- pausing: AlertThresholdMax --------------------------------------------------------------------
 def test_threshold_max_sends_a_last_alert_saying_alerting_is_paused(tmp_path: Path) -> None:
-    h = settings_harness(tmp_path, AlertThresholdMax=6, AlertFrequencyMin=5)
+    h = settings_harness(tmp_path, AlertThresholdMax=6, AlertFrequencyMax=30)
     h.dead_letter()
     h.minutes(1)
     h.dead_letter(5)
-    h.minutes(4)  # the gap has passed: the 6th dead letter's alert is the last
+    h.minutes(29)  # the spacing has passed: the 6th dead letter's alert is the last
 
     _first, last = h.alerts()
     assert (last.kind, last.incident_dead_letters) == ("paused", 6)
@@ -258,7 +259,7 @@ def test_a_200_closes_the_incident_and_the_next_dead_letter_opens_another(
     harness.delivered()
     assert harness.incident() is None
 
-    harness.minutes(5)
+    harness.minutes(30)
     harness.dead_letter()
 
     _first, second = harness.alerts()
@@ -277,7 +278,7 @@ def test_a_200_while_dead_letters_wait_closes_after_a_recovered_alert(
     harness.delivered()
     assert harness.incident() is not None  # closes once its waiting dead letter is reported
 
-    harness.minutes(3)
+    harness.minutes(28)
 
     _first, last = harness.alerts()
     assert (last.kind, last.dead_letters) == ("recovered", 1)
@@ -291,13 +292,13 @@ def test_a_200_before_the_paused_alert_is_due_makes_the_last_alert_recovered(
 ) -> None:
     # The incident counts AlertThresholdMax dead letters while its next alert waits for the gap;
     # a 200 comes first. That alert is the recovery's: the incident closes, nothing is paused.
-    h = settings_harness(tmp_path, AlertThresholdMax=6, AlertFrequencyMin=5)
+    h = settings_harness(tmp_path, AlertThresholdMax=6, AlertFrequencyMax=30)
     h.dead_letter()
     h.minutes(1)
-    h.dead_letter(5)  # 6 counted: the next alert (due at minute 5) would say paused
+    h.dead_letter(5)  # 6 counted: the next alert (due at minute 30) would say paused
     h.minutes(1)
     h.delivered()
-    h.minutes(3)
+    h.minutes(28)
 
     _first, last = h.alerts()
     assert (last.kind, last.dead_letters, last.incident_dead_letters) == ("recovered", 5, 6)
@@ -329,7 +330,7 @@ def test_frequency_max_without_dead_letters_closes_the_incident(tmp_path: Path) 
     assert [a.sequence for a in h.alerts()] == [1, 1]
 
 
-def test_new_incident_soon_after_the_previous_alert_waits_for_frequency_min(
+def test_new_incident_soon_after_the_previous_alert_waits_for_frequency_max(
     harness: Harness,
 ) -> None:
     harness.dead_letter()
@@ -339,8 +340,10 @@ def test_new_incident_soon_after_the_previous_alert_waits_for_frequency_min(
     harness.dead_letter()  # a new incident 2 minutes after the last alert
     assert len(harness.alerts()) == 1
 
-    harness.minutes(3)
-    assert harness.alert_minutes() == [0, 5]
+    harness.minutes(27)
+    assert len(harness.alerts()) == 1
+    harness.minutes(1)
+    assert harness.alert_minutes() == [0, 30]
 
 
 # -- only dead letters count -----------------------------------------------------------------------
@@ -394,10 +397,10 @@ def test_disabling_alerts_during_an_incident_closes_it_silently(harness: Harness
 # -- time scale, restarts, sending failures ------------------------------------------------------
 def test_time_scale_divides_every_alert_window(tmp_path: Path) -> None:
     h = settings_harness(tmp_path, AlertFrequencyMin=5, AlertFrequencyMax=30)
-    h.time_scale = 60.0  # 5 minutes become 5 seconds
+    h.time_scale = 60.0  # 30 minutes become 30 seconds
     h.monitor = h.new_monitor()
     h.dead_letter()
-    h.clock.advance(4)
+    h.clock.advance(29)
     h.dead_letter()
     h.monitor.tick(h.clock.now())
     assert len(h.alerts()) == 1
@@ -418,7 +421,7 @@ def test_restarted_monitor_neither_resends_nor_forgets(harness: Harness) -> None
 
     harness.minutes(1)
     assert len(harness.alerts()) == 1
-    harness.minutes(3)
+    harness.minutes(28)
     assert [a.dead_letters for a in harness.alerts()] == [1, 1]
 
 
@@ -463,27 +466,25 @@ def test_worked_timeline_of_docs_alerts_md(harness: Harness) -> None:
     for minute in (2, 3):
         at(minute)
         harness.dead_letter()
-    at(5)
-    for minute in range(6, 15):
+    at(30)
+    for minute in range(31, 40):
         at(minute)
         harness.dead_letter()
-    at(15)
-    at(20)
+    at(45)
     harness.dead_letter(3)  # the 15th dead letter (AlertThresholdMax)
-    at(35)
-    for minute in range(40, 70, 5):
+    at(60)
+    for minute in range(65, 95, 5):
         at(minute)
         harness.dead_letter()
-    at(70)
+    at(100)
     harness.delivered()
 
     alerts = harness.alerts()
-    assert [round((a.created_at - start.timestamp()) / 60) for a in alerts] == [0, 5, 15, 35]
+    assert [round((a.created_at - start.timestamp()) / 60) for a in alerts] == [0, 30, 60]
     assert [(a.kind, a.dead_letters, a.incident_dead_letters) for a in alerts] == [
         ("opened", 1, 1),
         ("update", 2, 3),
-        ("update", 9, 12),
-        ("paused", 3, 15),
+        ("paused", 12, 15),
     ]
     assert harness.incident() is None
 

@@ -234,7 +234,7 @@ def test_update_name_parts_added_updated_deleted() -> None:
     new["CustomerName"] = {"Prefix": "Dr", "FirstName": "Anne"}
     events = _fine(_update(new))
     assert [(e.event_type, e.data, e.previous_data) for e in events] == [
-        ("standardfield.prefix.added", {"Prefix": "Dr"}, None),
+        ("standardfield.prefix.added", {"Prefix": "Dr"}, {}),
         ("standardfield.firstname.updated", {"FirstName": "Anne"}, {"FirstName": "Ann"}),
         ("standardfield.lastname.deleted", {"LastName": None}, {"LastName": "Lee"}),
     ]
@@ -287,7 +287,7 @@ def test_update_contact_added_and_deleted_per_list(
     new[list_key] = [element]
     events = _fine(_update(new))
     assert _types(events) == [f"contacts.{segment}.added", f"contacts.{segment}.deleted"]
-    assert events[0].previous_data is None
+    assert events[0].previous_data == {}  # spec: present on Contact events
     assert events[1].data == {identity: BASE[list_key][0][identity]}
     assert events[1].previous_data is not None
 
@@ -469,7 +469,7 @@ def test_update_custom_fields_added_updated_deleted_with_previous_values() -> No
     events = _fine(_update(new, old))
     assert [(e.event_type, e.data, e.previous_data, e.filter_values) for e in events] == [
         ("customfield.updated", {"Name": "A", "Value": 2}, {"Name": "A", "Value": 1}, ("A",)),
-        ("customfield.added", {"Name": "C", "Value": True}, None, ("C",)),
+        ("customfield.added", {"Name": "C", "Value": True}, {}, ("C",)),
         ("customfield.deleted", {"Name": "B"}, {"Name": "B", "Value": "x"}, ("B",)),
     ]
 

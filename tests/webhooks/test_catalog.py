@@ -70,20 +70,19 @@ def test_entities_are_the_spec_entities_in_table_order() -> None:
     assert tuple(SPEC_TABLE) == catalog.ENTITIES
 
 
-def test_has_previous_data_exactly_updated_and_deleted_of_design_7_3() -> None:
-    # Standard fields, custom fields, customer type, contacts and alternate ids: updated/deleted.
-    prefixes = ("standardfield.", "customfield.", "contacts.")
+def test_has_previous_data_on_every_event_of_the_spec_entities() -> None:
+    # Spec, envelope: "PreviousData | ... present for Standard Field, Custom Field, Customer
+    # Type, Contact and AlternateId events" -- added ones included.
     expected = {
         t.name
         for t in catalog.ALL_TYPES
-        if t.name.startswith(prefixes) and t.name.endswith((".updated", ".deleted"))
+        if t.entity in ("StandardFields", "CustomFields", "Contacts")
     }
     marked = {t.name for t in catalog.ALL_TYPES if t.has_previous_data}
     assert marked == expected
-    assert len(marked) == 23
-    assert "contacts.customertype.updated" in marked
-    assert "contacts.alternateid.deleted" in marked
-    assert "standardfield.firstname.added" not in marked
+    assert len(marked) == 33
+    assert {"contacts.customertype.updated", "contacts.alternateid.added"} <= marked
+    assert {"contacts.email.added", "standardfield.firstname.added", "customfield.added"} <= marked
 
 
 @pytest.mark.parametrize(

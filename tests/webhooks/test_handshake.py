@@ -37,9 +37,11 @@ def _handshake(seed: int = 1):  # type: ignore[no-untyped-def]
 def test_new_handshake_message_has_the_design_shape() -> None:
     handshake = _handshake()
     message = handshake.message
+    # Spec: "Same schema as an event, except the data object is named data".
     assert list(message) == [
         "EventId",
         "EventType",
+        "Entity",
         "SubscriptionId",
         "ClientId",
         "ProfileId",
@@ -48,6 +50,7 @@ def test_new_handshake_message_has_the_design_shape() -> None:
         "data",
     ]
     assert message["EventType"] == "subscription.validation"
+    assert message["Entity"] == "Subscription"
     assert message["ProfileId"] is None
     assert message["EventTime"] == message["OriginalEventTime"] == "2026-11-21T19:20:30.123Z"
     assert message["data"] == {"validationCode": handshake.code, "validationUrl": handshake.url}

@@ -3,8 +3,10 @@
     prefctl policy explain                            defaults: 30 attempts, TTL 240 min
     prefctl policy explain --max-attempts 5 --seed 7  one delivery's jittered timeline
     prefctl policy explain -o json
+    prefctl policy explain --alert-frequency-max 60   when the alerts of a failing endpoint go
 
-Both tables are computed by ``dispatcher/policy.py`` itself (``sim/explain.py``).
+The attempt tables are computed by ``dispatcher/policy.py`` itself, the alerts by the real alert
+monitor (``sim/explain.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 _DEFAULT_MAX_ATTEMPTS = 30
 _DEFAULT_TTL_MINUTES = 240
+_ALERT_HELP = "(minutes; default: the account default)."
 
 
 def register(root: typer.Typer) -> None:
@@ -55,25 +58,72 @@ def explain_policy(
             show_default=False,
         ),
     ] = None,
+    alert_frequency_min: Annotated[
+        int | None,
+        typer.Option(
+            "--alert-frequency-min",
+            help="AlertFrequencyMin: the window in which AlertThresholdMin dead letters alert "
+            + _ALERT_HELP,
+            show_default=False,
+        ),
+    ] = None,
+    alert_frequency_max: Annotated[
+        int | None,
+        typer.Option(
+            "--alert-frequency-max",
+            help="AlertFrequencyMax: at most one alert per this many minutes " + _ALERT_HELP,
+            show_default=False,
+        ),
+    ] = None,
+    alert_threshold_min: Annotated[
+        int | None,
+        typer.Option(
+            "--alert-threshold-min",
+            help="AlertThresholdMin: dead letters within the window that alert (default 1).",
+            show_default=False,
+        ),
+    ] = None,
+    alert_threshold_max: Annotated[
+        int | None,
+        typer.Option(
+            "--alert-threshold-max",
+            help="AlertThresholdMax: dead letters after which alerting pauses (default 15).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Print the exact attempt timeline of a delivery that keeps failing, and what each answer causes.
+    """Print the exact attempt timeline of a delivery that keeps failing, what each answer causes, and when its failure alerts go.
 
     Every delay comes from the dispatcher's own backoff function and every cut-off from its own check, for one delivery whose attempts all fail at once.
     Earliest and latest show the jitter's bounds.
     In the emulator, each due attempt waits for the next cycle (up to Duration seconds more).
+    The alerts are those the emulator's alert rules write when events fail like that one a minute: one dead letter a minute from the cut-off on.
     """
     from prefctl.dispatcher.policy import Limits
     from prefctl.models.settings import SETTING_RANGES
     from prefctl.sim.explain import explain
 
-    for name, value, flag in (
-        ("MaxDeliveryAttempts", max_attempts, "--max-attempts"),
-        ("EventTimeToLiveMinutes", ttl, "--ttl"),
-    ):
-        problem = SETTING_RANGES[name].check(value)
+    alerts = {
+        name: value
+        for name, value in (
+            ("AlertFrequencyMin", alert_frequency_min),
+            ("AlertFrequencyMax", alert_frequency_max),
+            ("AlertThresholdMin", alert_threshold_min),
+            ("AlertThresholdMax", alert_threshold_max),
+        )
+        if value is not None
+    }
+    given = {
+        "MaxDeliveryAttempts": max_attempts,
+        "EventTimeToLiveMinutes": ttl,
+        **alerts,
+    }
+    floors = {name: SETTING_RANGES[name].default for name in SETTING_RANGES} | given
+    for name, value in given.items():
+        problem = SETTING_RANGES[name].check(value, floors)
         if problem:
-            raise UsageError(f"{flag}: {problem}")
-    explanation = explain(Limits(max_attempts=max_attempts, ttl_minutes=ttl), seed)
+            raise UsageError(f"{_flag(name)}: {problem}")
+    explanation = explain(Limits(max_attempts=max_attempts, ttl_minutes=ttl), seed, alerts)
     state = get_state()
     if state.json:
         state.out.json(explanation.to_dict())
@@ -147,6 +197,58 @@ def _render(explanation: Explanation) -> None:
             ("explanation", "Why"),
         ],
         title="What each answer to a first attempt causes",
+    )
+    out.line("")
+    _render_alerts(explanation)
+
+
+def _flag(setting: str) -> str:
+    """The option of a setting: ``--max-attempts``, ``--ttl``, ``--alert-frequency-min``…"""
+    special = {"MaxDeliveryAttempts": "--max-attempts", "EventTimeToLiveMinutes": "--ttl"}
+    if setting in special:
+        return special[setting]
+    import re
+
+    return "--" + re.sub(r"(?<!^)(?=[A-Z])", "-", setting).lower()
+
+
+def _render_alerts(explanation: Explanation) -> None:
+    from prefctl.sim.explain import format_duration
+
+    out = get_state().out
+    settings = explanation.alert_settings
+    rows: list[dict[str, Any]] = []
+    previous: float | None = None
+    for alert in explanation.alerts:
+        rows.append(
+            {
+                "alert": str(alert.sequence),
+                "kind": alert.kind,
+                "at": format_duration(alert.at_seconds),
+                "since": "-" if previous is None else format_duration(alert.at_seconds - previous),
+                "reports": f"{alert.dead_letters} ({alert.incident_dead_letters} in the incident)",
+            }
+        )
+        previous = alert.at_seconds
+    out.table(
+        rows,
+        [
+            ("alert", "Alert"),
+            ("kind", "Kind"),
+            ("at", "At"),
+            ("since", "Since previous"),
+            ("reports", "Dead letters reported"),
+        ],
+        title="Failure alerts if one event a minute fails so; times after EventTime",
+    )
+    out.line(
+        f"AlertFrequencyMin {settings['AlertFrequencyMin']}, AlertFrequencyMax"
+        f" {settings['AlertFrequencyMax']}, AlertThresholdMin {settings['AlertThresholdMin']},"
+        f" AlertThresholdMax {settings['AlertThresholdMax']}."
+    )
+    out.line(
+        f"At most one alert per {settings['AlertFrequencyMax']} min;"
+        " a paused alert is the incident's last."
     )
 
 

@@ -174,8 +174,8 @@ def _next_steps(c: AlertContent) -> list[str]:
         ]
     after = wire_time(c.next_alert_at) if c.next_alert_at is not None else "the next gap"
     return [
-        f"Later dead letters are batched: the next alert goes no sooner than {after} (the gap "
-        f"doubles from {c.frequency_min} up to {c.frequency_max} minutes). Alerting pauses once "
-        f"the incident has counted {c.threshold_max} dead letters.",
+        f"Later dead letters are batched: the next alert goes no sooner than {after} (at most "
+        f"one alert per {c.frequency_max} minutes). Alerting pauses once the incident has "
+        f"counted {c.threshold_max} dead letters.",
         closes,
     ]

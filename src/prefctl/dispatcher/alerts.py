@@ -1,25 +1,25 @@
-"""The incident rules of failure alerts (DESIGN §9.4; spec "Rules" 11–12), fed by the dispatcher.
+"""The incident rules of failure alerts (spec "Rules" 11–12 and "Limits"), fed by the dispatcher.
 
 ``AlertMonitor`` watches dead letters of subscriptions whose ``Alerts.Enabled`` is true, with the
 account's AlertFrequencyMin/Max and AlertThresholdMin/Max (minutes divided by the emulator's time
 scale). Its state lives in the store (``store/alert_incidents.py``, ``store/alerts.py``): a restart
 neither resends nor forgets.
 
-- An incident opens when AlertThresholdMin dead letters occur within AlertFrequencyMin minutes;
-  its first alert goes out at once.
-- Later dead letters are batched: the next alert goes no sooner than AlertFrequencyMin after the
-  previous one, the gap doubling with each alert up to AlertFrequencyMax; an alert goes only when
-  there are dead letters it has not reported.
+- An incident opens when AlertThresholdMin dead letters occur within AlertFrequencyMin minutes
+  (spec: "failures within the window needed to alert"); its first alert goes out at once.
+- Two alerts of one subscription are never closer than AlertFrequencyMax minutes (spec: "at most
+  one alert per this many minutes"), within an incident and across incidents: later dead letters
+  are batched into the next alert, which goes AlertFrequencyMax after the previous one, and only
+  when there are dead letters it has not reported.
 - Once the incident has counted AlertThresholdMax dead letters, its next alert says alerting is
-  paused, and no more are sent.
+  paused, and no more are sent (spec: "failures allowed before alerting stops").
 - The incident closes after a 200 to that subscription, or AlertFrequencyMax minutes without dead
   letters. Only dead letters count: retries never alert.
 
-**[decision]** where DESIGN is silent:
+**[decision]** where the spec is silent:
 
-- The AlertFrequencyMin spacing holds between any two alerts of a subscription, across incidents:
-  a new incident's first alert goes at once unless the subscription's previous alert is more
-  recent than that, then when the gap has passed.
+- A new incident's first alert goes at once unless the subscription's previous alert is less
+  than AlertFrequencyMax old; then it goes when that spacing has passed.
 - A 200 while dead letters await the next alert does not drop them: the incident closes when that
   alert goes out (kind ``recovered``); a dead letter in between cancels the recovery.
 - Dead letters of a subscription whose alerts are disabled are not counted; disabling alerts (or
@@ -73,8 +73,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Moment = float | datetime
-# 2**40 minutes is far past any AlertFrequencyMax; the cap keeps the float finite.
-_MAX_DOUBLINGS = 40
 
 
 class DeadLetter(Protocol):
@@ -135,11 +133,10 @@ class AlertRules:
             frequency_max_seconds=high * 60.0 / time_scale,
         )
 
-    def gap_after(self, alerts_sent: int) -> float:
-        """Seconds from the ``alerts_sent``-th alert to the earliest next one."""
-        doublings = min(max(alerts_sent - 1, 0), _MAX_DOUBLINGS)
-        gap = self.frequency_min_seconds * float(1 << doublings)
-        return min(gap, self.frequency_max_seconds)
+    @property
+    def spacing_seconds(self) -> float:
+        """The least time between two alerts of one subscription: AlertFrequencyMax."""
+        return self.frequency_max_seconds
 
 
 class AlertMonitor:
@@ -258,7 +255,7 @@ class AlertMonitor:
         if incidents.count_recent(conn, subscription_id, since=window_start) < limits.threshold_min:
             return
         previous = alert_store.last_alert_at(conn, subscription_id)
-        due = at if previous is None else max(at, previous + limits.frequency_min_seconds)
+        due = at if previous is None else max(at, previous + limits.spacing_seconds)
         incidents.open_incident(
             conn, account, subscription_id, now=at, next_alert_at=due, window_start=window_start
         )
@@ -282,8 +279,8 @@ class AlertMonitor:
                     if after is None:  # the alert was the recovery's: the incident is closed
                         continue
                     incident = after
-            # The quiet period always ends after the next alert is due (a gap is at most
-            # AlertFrequencyMax), so nothing batched is dropped here.
+            # The quiet period ends no sooner than the next alert is due (both are AlertFrequencyMax
+            # after a moment no later than the quiet's start), so nothing batched is dropped here.
             if at - incident.last_dead_letter_at >= limits.frequency_max_seconds:
                 reason: incidents.CloseReason = "delivered" if incident.recovered_at else "quiet"
                 incidents.close_incident(conn, incident.id, at=at, reason=reason)
@@ -305,7 +302,7 @@ class AlertMonitor:
             kind = "paused"
         else:
             kind = "opened" if sequence == 1 else "update"
-        next_at = at + limits.gap_after(sequence) if kind in ("opened", "update") else None
+        next_at = at + limits.spacing_seconds if kind in ("opened", "update") else None
         account = get_account(conn, incident.service_client_id)
         content = AlertContent(
             alert_id=0,

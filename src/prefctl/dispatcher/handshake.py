@@ -41,8 +41,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
 from prefctl.clock import Clock
-from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS
-from prefctl.store import accounts
+from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS, DeadLetterReason
+from prefctl.store import accounts, deliveries
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
 from prefctl.store.subscriptions import ProvisioningState, SubscriptionRecord
@@ -156,14 +156,7 @@ def confirm_validation(
         expires_at = record.handshake.validation_expires_at
         if expires_at is None or now >= expires_at:
             if record.provisioning_state == "AwaitingManualAction":
-                store.set_provisioning_state(
-                    conn,
-                    record.id,
-                    "Failed",
-                    now=now,
-                    error=MANUAL_EXPIRED,
-                    keep_validation_link=True,
-                )
+                _fail(conn, record.id, now=now, error=MANUAL_EXPIRED, keep_validation_link=True)
             return ManualValidation.EXPIRED, record
         store.set_provisioning_state(conn, record.id, "Succeeded", now=now)
         return ManualValidation.SUCCEEDED, _reload(conn, record)
@@ -251,7 +244,9 @@ def _record(
             store.set_provisioning_state(conn, subscription_id, "AwaitingManualAction", now=now)
             return expires_at
         store.record_handshake_attempt(conn, subscription_id, error=step.error)
-        if step.state is not None:
+        if step.state == "Failed":
+            _fail(conn, subscription_id, now=now, error=step.error)
+        elif step.state is not None:
             store.set_provisioning_state(
                 conn, subscription_id, step.state, now=now, error=step.error
             )
@@ -270,15 +265,31 @@ def _expire(
             or record.handshake.validation_token != token
         ):
             return False
-        store.set_provisioning_state(
-            conn,
-            subscription_id,
-            "Failed",
-            now=now,
-            error=MANUAL_EXPIRED,
-            keep_validation_link=True,
-        )
+        _fail(conn, subscription_id, now=now, error=MANUAL_EXPIRED, keep_validation_link=True)
         return True
+
+
+def _fail(
+    conn: sqlite3.Connection,
+    subscription_id: int,
+    *,
+    now: float,
+    error: str | None,
+    keep_validation_link: bool = False,
+) -> None:
+    """The handshake failed: the subscription is Failed, and the events waiting for it (held
+    through a Url change, or queued before it) are dead-lettered, never silently lost."""
+    store.set_provisioning_state(
+        conn,
+        subscription_id,
+        "Failed",
+        now=now,
+        error=error,
+        keep_validation_link=keep_validation_link,
+    )
+    deliveries.dead_letter_pending(
+        conn, subscription_id, reason=DeadLetterReason.VALIDATION_FAILED, now=now
+    )
 
 
 def _pending(conn: sqlite3.Connection) -> list[tuple[str, int]]:

@@ -45,6 +45,8 @@ class DeadLetterReason(StrEnum):
     TTL = "TimeToLiveExceeded"
     BAD_REQUEST = "BadRequest"
     PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+    # Not the delivery policy's: the subscription's new Url failed validation (handshake.py).
+    VALIDATION_FAILED = "SubscriptionValidationFailed"
 
 
 class FailureKind(StrEnum):

@@ -65,11 +65,17 @@ def make_event(
     previous_data: Mapping[str, Any] | None = None,
     filter_values: Iterable[Any] = (),
 ) -> ChangeEvent:
-    """A ChangeEvent with its entity from the catalog; copies the dicts, drops empty filters."""
+    """A ChangeEvent with its entity from the catalog; copies the dicts, drops empty filters.
+
+    A type the catalog marks ``has_previous_data`` always carries PreviousData: ``{}`` when
+    nothing existed before (an added contact, custom field or name part)."""
     values = tuple(dict.fromkeys(str(v) for v in filter_values if v not in (None, "")))
+    entry = catalog.event_type(event_type)
+    if previous_data is None and entry.has_previous_data:
+        previous_data = {}
     return ChangeEvent(
         event_type=event_type,
-        entity=catalog.entity_of(event_type),
+        entity=entry.entity,
         data=_copied(data),
         previous_data=None if previous_data is None else _copied(previous_data),
         filter_values=values,

@@ -1,4 +1,4 @@
-"""Turn a profile write into the events it produces (spec "Events → Rules", DESIGN §7.3, §8).
+"""Turn a profile write into the events it produces (spec "Events → Rules" and envelope).
 
 ``events_for_change(operation, old, new)`` is pure: it reads wire-shaped (PascalCase) profile dicts,
 as ``dump_wire(Profile)`` makes them, and returns ``ChangeEvent``s in a stable order. It never sees
@@ -28,7 +28,7 @@ Identities (what makes an element "the same" before and after)
 
 Data and PreviousData
     Elements appear with nulls left out and model defaults filled in. added: Data = the new
-    element. updated: Data = the whole new element, PreviousData = its identity plus the prior
+    element (PreviousData ``{}`` where the catalog marks the type). updated: Data = the whole new element, PreviousData = its identity plus the prior
     values of the fields that changed. deleted: Data = the identity, PreviousData = the whole old
     element. Disappearances without a delete type carry the element as it was, deactivated:
     consent.deactivated the old consent, group.deactivated ``{Name, IsActive: false}``,

@@ -78,10 +78,12 @@ class ValidationData(_CamelModel):
 
 
 class ValidationHandshake(WireModel):
-    """The validation message: like an event, without Entity, ProfileId null, ``data`` camelCase."""
+    """The validation message: an event's envelope (Entity ``Subscription``), ProfileId null,
+    ``data`` camelCase. A message without Entity still validates."""
 
     event_id: UUID
     event_type: Literal["subscription.validation"] = "subscription.validation"
+    entity: str = "Subscription"
     subscription_id: int
     client_id: str
     profile_id: None = None

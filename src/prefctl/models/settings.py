@@ -79,7 +79,12 @@ SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
                 "EventTimeToLiveMinutes", 1, 240, 240, "minutes", "age at which events dead-letter"
             ),
             SettingRange(
-                "AlertFrequencyMin", 1, None, 5, "minutes", "window and first gap between alerts"
+                "AlertFrequencyMin",
+                1,
+                None,
+                5,
+                "minutes",
+                "window in which dead letters open an alert",
             ),
             SettingRange(
                 "AlertFrequencyMax",
@@ -87,7 +92,7 @@ SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
                 None,
                 30,
                 "minutes",
-                "longest gap between alerts; quiet time that closes an incident",
+                "least time between two alerts; quiet time that closes an incident",
                 at_least="AlertFrequencyMin",
             ),
             SettingRange(

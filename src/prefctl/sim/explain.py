@@ -10,6 +10,11 @@ delivery drawing from that source would get). Without one, the nominal delay (ji
 shown. Either way the earliest and latest times come from the same calls with the jitter at its
 lower and upper bound, so the table also shows where the cut-off can move.
 
+Alerts: ``alert_timeline`` feeds the real ``dispatcher.alerts.AlertMonitor`` (on the simulator's
+in-memory store, emails kept in memory) one dead letter a minute from the cut-off on, as an
+endpoint that fails every event of a steady load of one a minute would produce, and lists the
+alerts it writes: when, of which kind, reporting how many.
+
     >>> explanation = explain(Limits(max_attempts=30, ttl_minutes=240), seed=None)
     >>> explanation.cut_off.reason
     'TimeToLiveExceeded'
@@ -18,6 +23,7 @@ lower and upper bound, so the table also shows where the cut-off can move.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,10 +39,13 @@ from prefctl.dispatcher.policy import (
 )
 
 __all__ = [
+    "ALERT_SETTINGS",
+    "AlertRow",
     "CutOff",
     "Explanation",
     "OutcomeRow",
     "TimelineRow",
+    "alert_timeline",
     "explain",
     "format_duration",
     "outcome_table",
@@ -125,6 +134,26 @@ class OutcomeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertRow:
+    """One alert email: when (seconds after the first EventTime), its kind and what it reports."""
+
+    sequence: int
+    kind: str
+    at_seconds: float
+    dead_letters: int
+    incident_dead_letters: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "kind": self.kind,
+            "at_seconds": round(self.at_seconds, 3),
+            "dead_letters": self.dead_letters,
+            "incident_dead_letters": self.incident_dead_letters,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """The whole answer of ``policy explain``."""
 
@@ -133,6 +162,8 @@ class Explanation:
     timeline: list[TimelineRow]
     cut_off: CutOff
     outcomes: list[OutcomeRow]
+    alert_settings: Mapping[str, int]
+    alerts: list[AlertRow]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,11 +174,28 @@ class Explanation:
             "timeline": [row.to_dict() for row in self.timeline],
             "cut_off": self.cut_off.to_dict(),
             "outcomes": [row.to_dict() for row in self.outcomes],
+            "alert_settings": dict(self.alert_settings),
+            "alerts": [row.to_dict() for row in self.alerts],
         }
 
 
-def explain(limits: Limits, seed: int | None) -> Explanation:
-    """The timeline of one always-failing delivery under ``limits``, and the outcome table."""
+# The account settings ``alert_timeline`` reads, with their defaults.
+ALERT_SETTINGS = (
+    "AlertFrequencyMin",
+    "AlertFrequencyMax",
+    "AlertThresholdMin",
+    "AlertThresholdMax",
+)
+# Bounds of the alert timeline: a day of dead letters, or this many alerts.
+_ALERT_HORIZON_MINUTES = 24 * 60
+_MAX_ALERTS = 12
+
+
+def explain(
+    limits: Limits, seed: int | None, alert_settings: Mapping[str, int] | None = None
+) -> Explanation:
+    """The timeline of one always-failing delivery under ``limits``, the outcome table, and the
+    alerts of a steady load failing that way under ``alert_settings`` (defaults for the rest)."""
     rng = _Pinned(0.5) if seed is None else random.Random(seed)
     times, reason = _schedule(limits, rng)
     attempts = len(times) - 1
@@ -161,7 +209,64 @@ def explain(limits: Limits, seed: int | None) -> Explanation:
     fewest = len(_schedule(limits, _Pinned(1.0))[0]) - 1
     most = len(_schedule(limits, _Pinned(0.0))[0]) - 1
     cut_off = CutOff(attempts, times[-1], reason, (fewest, most))
-    return Explanation(limits, seed, rows, cut_off, outcome_table())
+    settings = _alert_settings(alert_settings or {})
+    alerts = alert_timeline(settings, first_dead_letter_seconds=cut_off.at_seconds)
+    return Explanation(limits, seed, rows, cut_off, outcome_table(), settings, alerts)
+
+
+def _alert_settings(given: Mapping[str, int]) -> dict[str, int]:
+    from prefctl.models.settings import SETTING_RANGES
+
+    return {name: given.get(name, SETTING_RANGES[name].default) for name in ALERT_SETTINGS}
+
+
+def alert_timeline(
+    alert_settings: Mapping[str, int], *, first_dead_letter_seconds: float
+) -> list[AlertRow]:
+    """The alerts of one subscription whose events dead-letter one a minute from
+    ``first_dead_letter_seconds`` on, as the real alert monitor writes them (at most a day of dead
+    letters, at most 12 alerts; it stops early once alerting pauses)."""
+    from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice
+    from prefctl.sim.observers import CapturedMail
+    from prefctl.sim.scenario import parse_scenario
+    from prefctl.sim.setup import build_store
+    from prefctl.store import alert_incidents
+    from prefctl.store import alerts as alert_store
+    from prefctl.store.timestamps import epoch
+
+    settings = "\n".join(f"{name} = {value}" for name, value in alert_settings.items())
+    scenario = parse_scenario(
+        f"[settings]\n{settings}\n[load]\nevents_per_minute = 1\nduration_minutes = 1\n",
+        source="policy-explain.toml",
+    )
+    service = build_store(scenario)  # its load is never written: the dead letters are made here
+    conn = service.conn
+    try:
+        [subscription_id] = service.subscriptions
+        monitor = AlertMonitor(conn, CapturedMail())
+        origin = epoch(_ORIGIN)
+        for minute in range(_ALERT_HORIZON_MINUTES):
+            at = origin + first_dead_letter_seconds + minute * 60.0
+            # As in a dispatcher cycle: the dead letter first (which also sends what is due).
+            notice = DeadLetterNotice(f"event-{minute}", subscription_id, "dead-lettered")
+            monitor.dead_lettered(at, [notice])
+            incident = alert_incidents.current_incident(conn, subscription_id)
+            if len(alert_store.list_alerts(conn)) >= _MAX_ALERTS or (
+                incident is not None and incident.state == "paused"
+            ):
+                break
+        return [
+            AlertRow(
+                alert.sequence,
+                alert.kind,
+                alert.created_at - origin,
+                alert.dead_letters,
+                alert.incident_dead_letters,
+            )
+            for alert in alert_store.list_alerts(conn)
+        ]
+    finally:
+        conn.close()
 
 
 # Every answer in the timeline is a failure that is retried.

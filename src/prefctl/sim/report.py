@@ -48,7 +48,8 @@ _OK = ("delivered", "late_delivered")
 # Keys that are always in the report, 0 when nothing happened (scripts read them).
 _ATTEMPT_OUTCOMES = typing.get_args(AttemptOutcome)
 _NOT_SENT = ("skipped", "late_delivered")
-_REASONS = tuple(reason.value for reason in DeadLetterReason)
+# The reasons a delivery policy gives; a simulation never changes a Url, so never fails one.
+_REASONS = tuple(r.value for r in DeadLetterReason if r is not DeadLetterReason.VALIDATION_FAILED)
 _NICE_MINUTES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
 _MAX_BUCKETS = 48
 

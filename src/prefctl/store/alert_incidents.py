@@ -1,8 +1,8 @@
 """Failure-alert incidents (migration ``0004_alerts``): one per run of failures of a subscription,
 and the dead letters waiting for its next alert.
 
-The store records and decides nothing: ``dispatcher/alerts.py`` applies the incident rules of
-DESIGN §9.4 and calls these functions inside its own transactions. The alert emails themselves
+The store records and decides nothing: ``dispatcher/alerts.py`` applies the incident rules
+(docs/alerts.md) and calls these functions inside its own transactions. The alert emails themselves
 are in ``store/alerts.py``.
 
     >>> incident = open_incident(conn, "DEMO_CORP", 12, now=t, next_alert_at=t, window_start=t0)

@@ -45,6 +45,7 @@ __all__ = [
     "RecordOutcome",
     "add_deliveries",
     "claim_due",
+    "dead_letter_pending",
     "drop_pending",
     "enqueue",
     "hold_queued",
@@ -455,6 +456,20 @@ def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
         (subscription_id,),
     )
     return queued.rowcount + held.rowcount
+
+
+def dead_letter_pending(
+    conn: sqlite3.Connection, subscription_id: int, *, reason: str, now: float
+) -> int:
+    """The subscription can no longer receive (its new Url failed validation): queued and held
+    deliveries are dead-lettered at ``now`` with ``reason`` (a held one gets EventTime ``now``)."""
+    cursor = conn.execute(
+        "UPDATE deliveries SET state = 'dead_lettered', dead_letter_reason = ?, finished_at = ?,"
+        " event_time = coalesce(event_time, ?), next_attempt_at = NULL"
+        " WHERE subscription_id = ? AND (state = 'queued' OR state = 'held')",
+        (reason, now, now, subscription_id),
+    )
+    return cursor.rowcount
 
 
 def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) -> int:

@@ -13,8 +13,11 @@ A subscription takes its fields from the wire body of ``POST``/``PUT /subscripti
 - **Pause/resume** (``set_state``, also through a replace): pausing with CatchUpOnResume turns
   queued deliveries into held ones, which resume queues with a new EventTime; pausing without it
   drops them. Deliveries in flight finish.
-- **Url change**: ProvisioningState becomes Updating and the handshake starts over; queued
-  deliveries wait until it succeeds (the dispatcher claims only Active + Succeeded).
+- **Url change**: ProvisioningState becomes Updating and the handshake starts over. A subscription
+  that succeeded before (``provisioned_at`` kept) still takes new events meanwhile, as
+  ``fanout_targets`` says; they and the queued deliveries wait until it succeeds (the dispatcher
+  claims only Active + Succeeded). If it ends Failed, the handshake code dead-letters them
+  (``deliveries.dead_letter_pending``): nothing vanishes.
 - **Delete** leaves a tombstone (``deleted_at``): notifications stop at once, pending deliveries,
   its event types and its alerting go, and its dead letters stay, still naming it. Every lookup
   here (``get_subscription``, ``list_subscriptions``, names, tokens, fan-out) skips tombstones;
@@ -266,7 +269,7 @@ def replace_subscription(
     )
     if url_changed:
         conn.execute(
-            "UPDATE subscriptions SET provisioning_state = 'Updating', provisioned_at = NULL,"
+            "UPDATE subscriptions SET provisioning_state = 'Updating',"
             " validation_code = NULL, validation_token = NULL, validation_expires_at = NULL,"
             " handshake_attempts = 0, handshake_error = NULL WHERE id = ?",
             (subscription_id,),
@@ -370,10 +373,13 @@ def deleted_among(conn: sqlite3.Connection, subscription_ids: Iterable[int]) -> 
 
 def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]:
     """Subscriptions that take new events: Succeeded and Active (queued), or Succeeded, Paused
-    and catching up (held). Paused without catch-up takes nothing."""
+    and catching up (held). Paused without catch-up takes nothing. A subscription validating a
+    new Url after it had succeeded counts as Succeeded: its events wait for the handshake."""
     rows = conn.execute(
         "SELECT id, selections, state FROM subscriptions WHERE service_client_id = ?"
-        " AND provisioning_state = 'Succeeded' AND (state = 'Active' OR catch_up_on_resume = 1)"
+        " AND (provisioning_state = 'Succeeded' OR (provisioned_at IS NOT NULL"
+        " AND provisioning_state IN ('Updating', 'AwaitingManualAction')))"
+        " AND (state = 'Active' OR catch_up_on_resume = 1)"
         " AND deleted_at IS NULL"
         " ORDER BY id",
         (account,),
@@ -426,7 +432,8 @@ def set_provisioning_state(
     error: str | None = None,
     keep_validation_link: bool = False,
 ) -> None:
-    """Move provisioning on. Succeeded stamps ``provisioned_at``; Succeeded and Failed end the
+    """Move provisioning on. Succeeded stamps ``provisioned_at`` (kept through a Url change, so
+    that ``fanout_targets`` knows a re-validation); Succeeded and Failed end the
     validation URL (``keep_validation_link``: Failed keeps it, so that a late GET of an expired
     link can be told it expired); ``error`` (for Failed) is kept as the handshake's last error."""
     ended = state == "Succeeded" or (state == "Failed" and not keep_validation_link)

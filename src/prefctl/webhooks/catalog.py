@@ -11,9 +11,10 @@ selects event types; for five entities it also narrows them with a filter list:
     CustomFields    CustomFields     AllCustomFields
     Profile, StandardFields, Tags: no filter key (global)
 
-``has_previous_data`` marks the types whose notifications carry ``PreviousData`` (DESIGN §7.3):
-the updated and deleted events of standard fields, custom fields, customer type, contacts and
-alternate ids.
+``has_previous_data`` marks the types whose notifications carry ``PreviousData``: every event of
+standard fields, custom fields, customer type, contacts and alternate ids (spec, envelope:
+"present for Standard Field, Custom Field, Customer Type, Contact and AlternateId events"). It
+is an empty object where nothing existed before (``*.added``).
 
 This module is imported by ``prefctl events types`` and by the dispatcher, so it holds plain data
 (no pydantic) and is cheap to import.
@@ -105,7 +106,7 @@ def _contact_types() -> list[EventType]:
     types = []
     for segment, what in kinds:
         types += [
-            EventType(f"contacts.{segment}.added", "Contacts", False, f"{what} was added"),
+            EventType(f"contacts.{segment}.added", "Contacts", True, f"{what} was added"),
             EventType(f"contacts.{segment}.updated", "Contacts", True, f"{what} was changed"),
             EventType(f"contacts.{segment}.deleted", "Contacts", True, f"{what} was removed"),
         ]
@@ -132,7 +133,7 @@ def _standard_field_types() -> list[EventType]:
     ]
     for segment, field in NAME_PARTS:
         types += [
-            EventType(f"standardfield.{segment}.added", "StandardFields", False, f"{field} set"),
+            EventType(f"standardfield.{segment}.added", "StandardFields", True, f"{field} set"),
             EventType(
                 f"standardfield.{segment}.updated", "StandardFields", True, f"{field} changed"
             ),
@@ -189,7 +190,7 @@ def _all_types() -> tuple[EventType, ...]:
         EventType("preference.archived", "Preferences", False, "a preference was archived"),
     ]
     custom_fields = [
-        EventType("customfield.added", "CustomFields", False, "a custom field was set"),
+        EventType("customfield.added", "CustomFields", True, "a custom field was set"),
         EventType("customfield.updated", "CustomFields", True, "a custom field's value changed"),
         EventType("customfield.deleted", "CustomFields", True, "a custom field was removed"),
     ]

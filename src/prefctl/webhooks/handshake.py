@@ -1,10 +1,13 @@
-"""The validation handshake (DESIGN §7.4 and §9.3): the message and the reply, as plain data.
+"""The validation handshake (spec "Validation handshake message"): the message and the reply.
 
 When a subscription is created, or its Url changes, the service POSTs a handshake without a
-signature header::
+signature header. Spec: "Same schema as an event, except the data object is named data", so it
+carries every envelope field of an event (``Entity`` is ``"Subscription"``, a decision of ours;
+no ``PreviousData``, which only the entities the spec names carry)::
 
-    {"EventId": "…", "EventType": "subscription.validation", "SubscriptionId": 12,
-     "ClientId": "DEMO_CORP", "ProfileId": null, "EventTime": "…", "OriginalEventTime": "…",
+    {"EventId": "…", "EventType": "subscription.validation", "Entity": "Subscription",
+     "SubscriptionId": 12, "ClientId": "DEMO_CORP", "ProfileId": null, "EventTime": "…",
+     "OriginalEventTime": "…",
      "data": {"validationCode": "…", "validationUrl": "{api_url}/validation/{token}"}}
 
 (``data`` is camelCase here, unlike ``Data`` in events.) The endpoint answers either
@@ -40,6 +43,7 @@ from prefctl.webhooks.envelope import new_event_id, wire_time
 
 __all__ = [
     "REPLY_FIELD",
+    "VALIDATION_ENTITY",
     "VALIDATION_EVENT_TYPE",
     "Handshake",
     "ReplyOutcome",
@@ -57,6 +61,7 @@ __all__ = [
 ]
 
 VALIDATION_EVENT_TYPE = "subscription.validation"
+VALIDATION_ENTITY = "Subscription"
 REPLY_FIELD = "validationResponse"
 
 _ALPHABET = string.ascii_letters + string.digits
@@ -94,6 +99,7 @@ def build_handshake(
     return {
         "EventId": event_id,
         "EventType": VALIDATION_EVENT_TYPE,
+        "Entity": VALIDATION_ENTITY,
         "SubscriptionId": subscription_id,
         "ClientId": client_id,
         "ProfileId": None,

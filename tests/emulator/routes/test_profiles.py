@@ -196,6 +196,27 @@ def test_patch_spec_example_yields_the_spec_events(api: Api) -> None:
     assert len({event["EventId"] for event in events}) == len(events)
 
 
+def test_patch_added_contact_and_custom_field_events_carry_empty_previous_data(api: Api) -> None:
+    """Spec, envelope: PreviousData is "present for Standard Field, Custom Field, Customer Type,
+    Contact and AlternateId events": an added one has nothing before it, so it is {}."""
+    profile = api.create_profile(ANN)
+    patch = [
+        {"op": "add", "path": "/Emails/-", "value": {"Address": "ann@work.example"}},
+        {"op": "add", "path": "/AlternateIds", "value": [{"Type": "Crm", "Value": "C-9"}]},
+        {"op": "add", "path": "/CustomFields", "value": [{"Name": "Tier", "Value": "gold"}]},
+    ]
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", patch)
+
+    assert answer.status_code == 200, answer.text
+    events = api.get("/events", params={"profileId": profile["ProfileId"]}).json()["Events"]
+    previous = {e["EventType"]: e.get("PreviousData", "absent") for e in events}
+    assert previous["contacts.email.added"] == {}
+    assert previous["contacts.alternateid.added"] == {}
+    assert previous["customfield.added"] == {}
+    assert previous["profile.updated"] == "absent"
+
+
 def test_patch_json_patch_applies_every_operation_in_order(api: Api) -> None:
     profile = api.create_profile(
         {"Tags": ["a", "b"], "CustomFields": [{"Name": "Size", "Value": 1}]}

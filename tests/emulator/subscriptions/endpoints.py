@@ -98,6 +98,11 @@ class StubEndpoint:
         )
         self._thread.start()
 
+    def answer(self, status: int) -> None:
+        """From now on answer ``status``; a request left hanging is released (closed unanswered)."""
+        self.status, self.hang = status, False
+        self._release.set()
+
     def stop(self) -> None:
         self._release.set()
         self._server.shutdown()

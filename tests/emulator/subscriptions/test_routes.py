@@ -9,7 +9,8 @@ from prefctl.emulator.serve import RunningEmulator
 from prefctl.store.db import connect
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from tests.emulator.subscriptions.conftest import api_client, body, create, wait_for_state
-from tests.emulator.subscriptions.endpoints import Receiver
+from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
+from tests.helpers import wait_until
 
 
 def delivery_states(emulator: RunningEmulator, subscription_id: int) -> list[str]:
@@ -42,6 +43,18 @@ def test_post_subscription_answers_201_creating_then_handshake_succeeds(
     assert receiver.handshakes(created["Id"])[0].status == 200
     assert "ProvisioningError" not in record
     assert record["State"] == "Active"
+
+
+def test_handshake_message_carries_every_envelope_field_of_an_event(api: httpx.Client) -> None:
+    # Spec: "Same schema as an event, except the data object is named data in camel case".
+    with stub_endpoint(echo=True) as stub:
+        created = create(api, body(stub.url, name="schema"))
+        wait_for_state(api, created["Id"], "Succeeded")
+    [message] = stub.requests
+    envelope = ["EventId", "EventType", "Entity", "SubscriptionId", "ClientId", "ProfileId"]
+    assert list(message) == [*envelope, "EventTime", "OriginalEventTime", "data"]
+    assert (message["Entity"], message["SubscriptionId"]) == ("Subscription", created["Id"])
+    assert "Service-Webhook" not in stub.headers[0]
 
 
 def test_get_subscriptions_lists_every_subscription_of_the_account(
@@ -137,6 +150,29 @@ def test_put_new_url_runs_the_handshake_again(api: httpx.Client, receiver: Recei
     assert (answer.json()["ProvisioningState"], answer.json()["Url"]) == ("Updating", new_url)
     wait_for_state(api, created["Id"], "Succeeded")
     assert len(receiver.handshakes(created["Id"], count=2)) == 2
+
+
+def test_put_new_url_holds_events_until_the_handshake_succeeds_then_delivers_them(
+    emulator: RunningEmulator,
+    api: httpx.Client,
+    receiver: Receiver,
+    manual_receiver: Receiver,
+) -> None:
+    # docs/subscriptions.md: events during a Url change wait for the subscription, not vanish.
+    payload = body(receiver.url + "?t=move-old")
+    created = create(api, payload)
+    wait_for_state(api, created["Id"], "Succeeded")
+    moved = {**payload, "Url": manual_receiver.url + "?t=move-new"}
+    assert api.put(f"/subscriptions/{created['Id']}", json=moved).status_code == 200
+    wait_for_state(api, created["Id"], "AwaitingManualAction")
+
+    new_profile(api, "during-move@example.com")
+    assert delivery_states(emulator, created["Id"]) == ["queued"]  # waits for the handshake
+
+    (handshake,) = manual_receiver.handshakes(created["Id"])
+    assert handshake.validation_url is not None
+    assert httpx.get(handshake.validation_url).status_code == 200
+    wait_until(lambda: delivery_states(emulator, created["Id"]) == ["delivered"], timeout=10)
 
 
 def test_put_same_url_keeps_provisioning_and_round_trips_alerts(

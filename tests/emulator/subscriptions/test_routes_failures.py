@@ -13,6 +13,8 @@ import pytest
 from prefctl.clock import FakeClock
 from prefctl.dispatcher.handshake import MANUAL_EXPIRED
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
+from prefctl.store.db import connect
+from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from tests.emulator.subscriptions.conftest import api_client, body, wait_for_state
 from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
 from tests.helpers import free_port, wait_until
@@ -86,6 +88,33 @@ def test_failed_subscription_given_a_new_url_is_provisioned_again(
     assert "ProvisioningError" not in answer.json()
     succeeded = wait_for_state(api, created["Id"], "Succeeded")
     assert "ProvisioningError" not in succeeded
+
+
+def test_url_change_that_fails_dead_letters_the_events_that_waited_for_it(
+    fake_time: FakeTimeEmulator, api: httpx.Client, receiver: Receiver
+) -> None:
+    # docs/subscriptions.md: an event during a Url change is held; a Failed handshake
+    # dead-letters it with a reason instead of losing it.
+    payload = body(receiver.url + "?t=move-fails")
+    created = api.post("/subscriptions", json=payload).json()
+    wait_for_state(api, created["Id"], "Succeeded")
+    with stub_endpoint(hang=True) as stub:
+        api.put(f"/subscriptions/{created['Id']}", json={**payload, "Url": stub.url})
+        wait_until(lambda: len(stub.requests) == 1, timeout=5)
+        made = api.post("/profiles", json={"Emails": [{"Address": "moving@example.com"}]})
+        assert made.status_code == 201, made.text
+        stub.answer(500)
+        failed = wait_for_state(api, created["Id"], "Failed")
+    assert "3 handshake attempts failed" in failed["ProvisioningError"]
+    conn = connect(fake_time.running.store_path)
+    try:
+        [letter] = list_deliveries(conn, DeliveryQuery(subscription_id=created["Id"]))
+    finally:
+        conn.close()
+    assert (letter.state, letter.dead_letter_reason) == (
+        "dead_lettered",
+        "SubscriptionValidationFailed",
+    )
 
 
 def test_emulator_restart_resumes_an_unfinished_handshake(fake_time: FakeTimeEmulator) -> None:
