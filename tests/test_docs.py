@@ -91,9 +91,9 @@ def test_generator_output_ignores_terminal_width_and_colour(
 
 def test_generator_renders_options_env_vars_and_defaults(gen: ModuleType, app: typer.Typer) -> None:
     text = gen.render(app)
-    assert "| `-o, --output <table\\|json>` |" in text
+    assert "| `-o, --output <table\\|json\\|wide>` |" in text
     assert "env var: PREFCTL_OUTPUT; default: table" in text
-    assert "`--auth-url <str>`" in text
+    assert "`--auth-url TEXT`" in text  # a value named in words, not <str>
     assert "```\nprefctl config set [OPTIONS] {NAME} {KEY} [VALUE]\n```" in text
 
 

@@ -481,3 +481,8 @@ def test_deadletters_export_into_a_file_from_an_interactive_shell_fills_the_file
     ]
     assert "exported 3 dead letters" in result.stderr
     assert "EventId" not in result.stderr
+
+
+def test_deadletters_redrive_takes_yes_like_purge(tmp_path: Path) -> None:
+    result = run_cli("deadletters", "redrive", "--all", "--yes", "--store", tmp_path / "none.db")
+    assert "No such option" not in result.stderr

@@ -90,6 +90,7 @@ def test_policy_explain_out_of_range_ttl_is_a_usage_error() -> None:
 
 def test_policy_docs_show_what_policy_explain_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # as on a terminal of 100 columns
     printed = run_cli("policy", "explain").stdout
     blocks = re.findall(
         r"<!-- generated: [^>]*-->\n```text\n(.*?)```",

@@ -27,6 +27,15 @@ StoreOption = Annotated[
         dir_okay=False,
     ),
 ]
+SubscriptionRefOption = Annotated[
+    str | None,
+    typer.Option(
+        "--subscription",
+        metavar="NAME|ID",
+        help="Only this subscription's (its Name or Id).",
+        show_default=False,
+    ),
+]
 ReasonOption = Annotated[
     DeadLetterReason | None,
     typer.Option("--reason", help="Only dead letters with this reason.", show_default=False),
@@ -66,6 +75,19 @@ UntilOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def subscription_id(store: Path | None, ref: str | None) -> int | None:
+    """The Id a ``--subscription NAME|ID`` names in the store (None when not given)."""
+    if ref is None:
+        return None
+    if ref.strip().isdigit():
+        return int(ref)
+    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.store.subscriptions import id_of
+
+    with open_existing_store(resolve_store(store)) as conn:
+        return id_of(conn, ref)
 
 
 def moment(text: str | None, flag: str) -> float | None:

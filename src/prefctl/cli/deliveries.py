@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import EventOption, StoreOption
+from prefctl.cli._delivery_options import (
+    EventOption,
+    StoreOption,
+    SubscriptionRefOption,
+    subscription_id,
+)
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -38,12 +43,7 @@ def register(root: typer.Typer) -> None:
 
 
 def list_deliveries(
-    subscription: Annotated[
-        int | None,
-        typer.Option(
-            "--subscription", min=1, metavar="ID", help="Only this subscription's deliveries."
-        ),
-    ] = None,
+    subscription: SubscriptionRefOption = None,
     states: Annotated[
         list[StateChoice] | None,
         typer.Option(
@@ -65,7 +65,7 @@ def list_deliveries(
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
         records = operations.list_deliveries(
             conn,
-            subscription_id=subscription,
+            subscription_id=subscription_id(store, subscription),
             states=[choice.value for choice in states or ()],
             event_ids=events or (),
             limit=limit + 1,
@@ -87,6 +87,7 @@ def list_deliveries(
         ],
         json_rows=[record.to_dict() for record in records],
         empty="no deliveries",
+        drop_first=["event_type", "attempts", "subscription_id"],
     )
     if more:
         state.out.info(

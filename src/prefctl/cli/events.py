@@ -89,6 +89,7 @@ def event_types(
             ("description", "Description"),
         ],
         json_rows=rows,
+        drop_first=["previous_data", "filter_key"],
     )
 
 
