@@ -464,7 +464,7 @@ def test_deadletters_and_deliveries_list_show_at_most_the_limit_and_say_more_mat
     deliveries = run_cli("deliveries", "list", "--limit", "3", "--store", store)
     assert deliveries.exit_code == 0, deliveries.stderr
     assert "showing the first 3 deliveries; more match" in deliveries.stderr
-    assert "--after 3" in deliveries.stderr
+    assert "--cursor 3" in deliveries.stderr
 
 
 def test_deadletters_export_into_a_file_from_an_interactive_shell_fills_the_file(

@@ -204,3 +204,26 @@ def test_deliveries_list_at_80_columns_keeps_each_event_id_whole(
     assert fields[0][:3] == ["ID", "EVENT ID", "TYPE"]
     assert fields[1][1] == event_id(1)
     assert len({len(f) for f in fields}) == 1
+
+
+def test_deliveries_list_with_cursor_pages_through_json_without_stderr(store: Path) -> None:
+    first = run_cli(
+        "deliveries", "list", "--store", store, "--limit", "1", "-ojson", "--with-cursor"
+    )
+    assert first.exit_code == 0, first.stderr
+    assert [r["delivery_id"] for r in first.json["items"]] == [1]
+    cursor = first.json["next_cursor"]
+    second = run_cli(
+        "deliveries",
+        "list",
+        "--store",
+        store,
+        "--limit",
+        "1",
+        "--cursor",
+        cursor,
+        "-ojson",
+        "--with-cursor",
+    )
+    assert [r["delivery_id"] for r in second.json["items"]] == [2]
+    assert second.json["next_cursor"] is None

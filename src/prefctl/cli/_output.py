@@ -160,6 +160,28 @@ class Output:
                 f"not shown at {console.width} columns: {', '.join(hidden)} (--wide shows all)"
             )
 
+    def page(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        columns: Sequence[tuple[str, str]],
+        *,
+        json_rows: Sequence[Any],
+        next_cursor: str | None,
+        with_cursor: bool,
+        more: str,
+        empty: str,
+        drop_first: Sequence[str] = (),
+    ) -> None:
+        """One page of a listing: a table, or the JSON array; ``with_cursor`` wraps the array
+        as ``{"items": [...], "next_cursor": ...}`` so that scripts page without stderr. When
+        there is a next page, ``more`` (its ``{cursor}`` filled in) says so on stderr."""
+        if self.json_mode and with_cursor:
+            self.json({"items": list(json_rows), "next_cursor": next_cursor})
+        else:
+            self.table(rows, columns, json_rows=json_rows, empty=empty, drop_first=drop_first)
+        if next_cursor:
+            self.info(more.format(cursor=next_cursor))
+
     def _rich_table(
         self, headers: Sequence[str], cells: Sequence[Sequence[str]], *, title: str | None
     ) -> None:

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
-from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client, read_object
+from prefctl.cli._api import (
+    AllPagesOption,
+    CursorOption,
+    WithCursorOption,
+    YesOption,
+    api_client,
+    read_object,
+)
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.cli.profiles_import import import_profiles
@@ -116,6 +123,7 @@ def search(
     ] = None,
     cursor: CursorOption = None,
     all_pages: AllPagesOption = False,
+    with_cursor: WithCursorOption = False,
 ) -> None:
     """Find profiles by email, phone or alternate id (all given criteria must match).
 
@@ -140,11 +148,15 @@ def search(
             return
         page = api.search(query, limit=limit, cursor=cursor)
         profiles, next_cursor = page.items, page.next_cursor
-    state.out.table(
-        [_summary(p) for p in profiles], _SEARCH_COLUMNS, json_rows=profiles, empty="no profiles"
+    state.out.page(
+        [_summary(p) for p in profiles],
+        _SEARCH_COLUMNS,
+        json_rows=profiles,
+        next_cursor=next_cursor,
+        with_cursor=with_cursor,
+        more="more profiles: --cursor {cursor}, or --all",
+        empty="no profiles",
     )
-    if next_cursor:
-        state.out.info(f"more profiles: --cursor {next_cursor}, or --all")
 
 
 def replace(profile_id: ProfileIdArgument, file: FileOption) -> None:
