@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "policy": "prefctl.cli.policy",
     "simulate": "prefctl.cli.simulate",
     "dispatcher": "prefctl.cli.dispatcher",
+    "api": "prefctl.cli.api",
     "demo": "prefctl.cli.demo",
 }
 
