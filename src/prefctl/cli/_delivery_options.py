@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefctl.cli._complete import subscription_refs
 from prefctl.config import ENV_DATA_DIR
 from prefctl.dispatcher.policy import DeadLetterReason
 
@@ -33,6 +34,7 @@ SubscriptionRefOption = Annotated[
         "--subscription",
         metavar="NAME|ID",
         help="Only this subscription's (its Name or Id).",
+        autocompletion=subscription_refs,
         show_default=False,
     ),
 ]

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from prefctl import __version__
+from prefctl.cli import _complete
 from prefctl.cli._context import State, get_state, set_state
 from prefctl.cli._output import Output
 from prefctl.config import ENV_CONFIG, ENV_OUTPUT, ENV_PROFILE
@@ -78,6 +79,7 @@ def root_callback(
             "-p",
             metavar="NAME",
             help=f"Profile to use (env: {ENV_PROFILE}).",
+            autocompletion=_complete.profile_names,
             show_default=False,
         ),
     ] = None,
@@ -231,7 +233,6 @@ def build_app(argv: list[str]) -> typer.Typer:
         context_settings=CONTEXT_SETTINGS,
         pretty_exceptions_enable=False,
         rich_markup_mode="rich",
-        add_completion=False,
     )
     root.callback()(root_callback)
     word = command_word(argv)

@@ -19,6 +19,7 @@ from prefctl.cli._api import (
     YesOption,
     api_client,
 )
+from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
 
 __all__ = ["list_events", "trigger_event"]
@@ -35,12 +36,19 @@ def list_events(
             "--subscription",
             metavar="ID|NAME",
             help="Only the events this subscription received (with their EventTime).",
+            autocompletion=subscription_refs,
             show_default=False,
         ),
     ] = None,
     event_type: Annotated[
         str | None,
-        typer.Option("--type", "-t", help="Only this event type.", show_default=False),
+        typer.Option(
+            "--type",
+            "-t",
+            help="Only this event type.",
+            show_default=False,
+            autocompletion=event_types,
+        ),
     ] = None,
     since: Annotated[
         str | None,
@@ -128,7 +136,12 @@ def list_events(
 
 def trigger_event(
     event_type: Annotated[
-        str, typer.Argument(metavar="TYPE", help="The event type to produce, e.g. tag.added.")
+        str,
+        typer.Argument(
+            metavar="TYPE",
+            help="The event type to produce, e.g. tag.added.",
+            autocompletion=event_types,
+        ),
     ],
     profile_id: Annotated[
         int | None,

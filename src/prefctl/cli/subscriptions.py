@@ -16,6 +16,7 @@ import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
+from prefctl.cli._complete import event_types
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
@@ -40,6 +41,7 @@ EventOption = Annotated[
         "--event",
         "-e",
         metavar="TYPE[:FILTER,…]",
+        autocompletion=event_types,
         help="An event type to send (repeat). For Preferences, Consents, Contacts, Groups and "
         "CustomFields, ':' and comma-separated values narrow it (default: all, e.g. AllFilters).",
         show_default=False,
