@@ -133,7 +133,7 @@ def full_app() -> typer.Typer:
     """The Typer app with every command module of ``COMMANDS`` registered."""
     from prefctl.cli.app import build_app
 
-    return build_app([])
+    return build_app([], full=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -131,3 +131,36 @@ def test_example_file_is_valid_and_documents_every_key() -> None:
     for key in config.ALL_KEYS:
         bare = key.rsplit(".", 1)[-1]
         assert re.search(rf"^#? ?{bare} = ", text, re.MULTILINE), f"{key} not in the example"
+
+
+def test_no_doc_names_the_design_file_users_do_not_have() -> None:
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    naming = [str(path.relative_to(ROOT)) for path in docs if "DESIGN" in path.read_text()]
+    assert naming == [], "docs must stand alone: say the fact instead of citing DESIGN"
+
+
+def test_root_help_summaries_are_each_commands_own(commands: list[tuple[str, Any, Any]]) -> None:
+    from prefctl.cli.app import SUMMARIES
+
+    own = {
+        path.split()[1]: (command.help or "").split("\n\n")[0].replace("\n", " ")
+        for path, command, _ctx in commands
+        if len(path.split()) == 2
+    }
+    assert own == SUMMARIES
+
+
+def test_api_md_profile_example_is_accepted_by_the_emulator(emulator: Any) -> None:
+    import json
+
+    from tests.helpers import run_cli
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    match = re.search(r"<!-- profile-example[^>]*-->\n```json\n(.*?)```", text, re.S)
+    assert match is not None
+    example = json.loads(match.group(1))
+    created = run_cli("api", "POST", "profiles", "--data", json.dumps(example))
+    assert created.exit_code == 0, created.stderr
+    stored = created.json
+    assert stored["CustomerName"] == example["CustomerName"]
+    assert stored["Consents"][0]["Elements"] == ["Email:ada@example.com"]

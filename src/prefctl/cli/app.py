@@ -50,6 +50,36 @@ COMMANDS: dict[str, str] = {
     "demo": "prefctl.cli.demo",
 }
 
+# What `prefctl --help` says of each command: the first paragraph of its own help (a test keeps
+# them equal). The root's help lists these without importing any command module, which keeps
+# `prefctl --help` quick: building every command costs more than all the rest of start-up.
+SUMMARIES: dict[str, str] = {
+    "config": "Create, show and edit connection profiles (profiles.toml).",
+    "token": "Get, inspect and clear OAuth access tokens.",
+    "profiles": "Create, read, search, change and import customer profiles.",
+    "programs": "Programs of the account: what preferences can be set for.",
+    "subscriptions": "Webhook subscriptions: which event types go to which URL.",
+    "settings": "The account's webhook delivery and alert settings.",
+    "emulator": "Run the local emulator of the service and administer it.",
+    "certs": "Development CA, server and client certificates for TLS and mTLS.",
+    "events": "The event catalog and history, real changes that trigger events, and tools to"
+    " sign and verify Service-Webhook headers.",
+    "receive": "Receive webhooks locally: answer handshakes, verify signatures, show every"
+    " request.",
+    "endpoint": "Check a webhook endpoint against the service's contract.",
+    "deliveries": "Delivery state of each event and subscription, and the attempt timeline.",
+    "deadletters": "The dead-letter queue: list, show, redrive, export and purge, filtered by"
+    " reason, status, subscription and time.",
+    "replay": "Re-deliver stored, dead-lettered or captured events, with their original EventIds.",
+    "alerts": "Failure-alert emails sent for dead-lettered events.",
+    "policy": "The delivery policy: retries, dead letters and what each answer causes.",
+    "simulate": "Run a scenario on a virtual clock with the real dispatcher, and report what"
+    " happened.",
+    "dispatcher": "The webhook dispatcher: deliver a store's queue, set its TLS.",
+    "api": "Send an authenticated request to the profile's deployment and print the JSON answer.",
+    "demo": "Run the whole loop on a throwaway emulator and receiver, in seconds.",
+}
+
 # Global options that take a value, so the command word can be found without parsing.
 _VALUE_OPTIONS = {"--profile", "-p", "--config", "--output", "-o"}
 _FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color", "--wide"}
@@ -225,7 +255,10 @@ def hoist_global_options(argv: list[str]) -> list[str]:
     return head + rest
 
 
-def build_app(argv: list[str]) -> typer.Typer:
+def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
+    """The app for ``argv``: the command it runs registered, nothing else. With no command (the
+    root's help, an unknown word), each command is a stand-in with its summary, unless ``full``
+    (the reference generator) or a shell asks for completions (which walk the real commands)."""
     root = typer.Typer(
         name="prefctl",
         cls=_Group,
@@ -236,13 +269,29 @@ def build_app(argv: list[str]) -> typer.Typer:
     )
     root.callback()(root_callback)
     word = command_word(argv)
-    names = [word] if word in COMMANDS else list(COMMANDS)
-    for name in names:
-        importlib.import_module(COMMANDS[name]).register(root)
+    if word in COMMANDS:
+        importlib.import_module(COMMANDS[word]).register(root)
+    elif full or "_PREFCTL_COMPLETE" in os.environ:
+        for name in COMMANDS:
+            importlib.import_module(COMMANDS[name]).register(root)
+    else:
+        for name in COMMANDS:
+            root.command(name, help=SUMMARIES[name], add_help_option=False)(_stand_in)
     return root
 
 
-_METAVARS = {"<str>": "TEXT", "<int>": "N", "<float>": "NUMBER"}
+def _stand_in() -> None:
+    """Never runs: a command's stand-in in the root's help, replaced when the command is run."""
+
+
+_METAVARS = {
+    "<str>": "TEXT",
+    "<int>": "N",
+    "<float>": "NUMBER",
+    "<path>": "PATH",
+    "<dir>": "DIR",
+    "<file>": "FILE",
+}
 _SENTENCE_END = (".", ":", "!", "?", ";")
 
 
