@@ -238,3 +238,17 @@ def test_usage_errors_say_what_is_accepted_in_the_users_words(args: list[str], w
     assert "Value error" not in line
     assert "Input should" not in line
     assert "parse string" not in line
+
+
+def test_no_color_removes_every_style_bold_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stdout counts as a terminal, where styles show
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in run_cli("--help").stdout
+    assert "\x1b[" not in run_cli("events", "types").stdout  # no bold header
+    monkeypatch.delenv("NO_COLOR")
+    assert "\x1b[1m" in run_cli("events", "types").stdout
+
+
+def test_a_word_from_other_tools_points_at_prefctls_command() -> None:
+    line = assert_one_line_error(run_cli("profiles", "list"))
+    assert "did you mean 'prefctl profiles search'?" in line

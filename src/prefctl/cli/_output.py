@@ -577,6 +577,11 @@ def _centred(text: str, width: int) -> str:
     return " " * (spare // 2) + text + " " * (spare - spare // 2)
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 request``, ``2 requests``: a count and its noun, in the singular for one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:
     """Models or mappings as plain dict rows for ``Output.table``."""
     rows = []

@@ -378,6 +378,12 @@ def run(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     set_state(State())
+    if not argv or "--help" in argv or "-h" in argv:
+        from typer import rich_utils
+
+        # Typer's documented switch: None is help without any styling, bold included.
+        plain = "--no-color" in argv or bool(os.environ.get("NO_COLOR"))
+        rich_utils.COLOR_SYSTEM = None if plain else "auto"
     try:
         command = tidy_help(typer.main.get_command(build_app(argv)))
         result = command.main(args=argv, prog_name="prefctl", standalone_mode=False)
@@ -414,6 +420,24 @@ _VALIDATOR_WORDS = [  # how the parameter validator says it → how prefctl says
 ]
 
 
+# Words people try from other tools → prefctl's command for it.
+_SYNONYMS: dict[str, dict[str, str]] = {
+    "prefctl profiles": {"list": "search", "ls": "search", "find": "search"},
+    "prefctl subscriptions": {"ls": "list", "add": "create", "remove": "delete", "rm": "delete"},
+}
+
+
+def _synonym_hint(message: str, group: str) -> str | None:
+    """ "did you mean 'prefctl profiles search'?" for "No such command 'list'" in profiles."""
+    import re
+
+    unknown = re.match(r"No such command '([^']*)'", message)
+    if unknown is None:
+        return None
+    command = _SYNONYMS.get(group, {}).get(unknown.group(1))
+    return None if command is None else f"did you mean '{group} {command}'?"
+
+
 def in_user_words(message: str) -> str:
     """A usage error of the option parser, without the validator's phrasing, and with "did you
     mean" when a choice was given in another case or with a typo."""
@@ -439,7 +463,8 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
         ctx = getattr(exc, "ctx", None)
         where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
-        out.error(in_user_words(exc.format_message()), f"see {where}")
+        hint = _synonym_hint(exc.format_message(), ctx.command_path if ctx is not None else "")
+        out.error(in_user_words(exc.format_message()), hint or f"see {where}")
         return int(exc.exit_code)
     import sqlite3
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.cli._output import Output, to_json
+from prefctl.cli._output import Output, counted, to_json
 from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
@@ -237,7 +237,8 @@ def receive(
         out.json_line({"type": "stopped", **dataclasses.asdict(summary)})
     else:
         out.info(
-            f"stopped ({summary.reason}): {summary.requests} requests, {summary.events} events"
+            f"stopped ({summary.reason}): {counted(summary.requests, 'request')},"
+            f" {counted(summary.events, 'event')}"
         )
     if shortfall is not None:  # exit 1, after the stop line (docs/receiver.md)
         raise shortfall
