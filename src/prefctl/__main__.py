@@ -26,6 +26,15 @@ def main() -> None:
         if serve_cached_token(argv):
             return
     _without_httpx_cli()
+    if "--help" in argv or "-h" in argv:
+        from prefctl.cli import help_cache
+
+        if help_cache.asks_for_help(argv):
+            if help_cache.serve(argv):
+                return
+            from prefctl.cli.app import run
+
+            sys.exit(help_cache.run_and_store(argv, run))
     from prefctl.cli.app import run
 
     sys.exit(run(argv))
