@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +253,9 @@ def test_no_color_removes_every_style_bold_included(monkeypatch: pytest.MonkeyPa
 def test_a_word_from_other_tools_points_at_prefctls_command() -> None:
     line = assert_one_line_error(run_cli("profiles", "list"))
     assert "did you mean 'prefctl profiles search'?" in line
+
+
+def test_a_config_file_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    line = assert_one_line_error(run_cli("--config", str(missing), "settings", "get"))
+    assert f"the configuration file {missing} does not exist" in line

@@ -279,8 +279,26 @@ def _apply_flags(
     description: str | None,
     catch_up: bool | None,
 ) -> dict[str, Any]:
+    if url is not None:
+        _check_url(url)
     flags = {"Name": name, "Url": url, "Description": description, "CatchUpOnResume": catch_up}
     return {**body, **{key: value for key, value in flags.items() if value is not None}}
+
+
+def _check_url(url: str) -> None:
+    """UsageError, before any request, for a --url that is no http(s) URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        usable = parts.scheme in ("https", "http") and bool(parts.hostname)
+    except ValueError:  # a bracketed host that is no IPv6 address, a port that is no number
+        usable = False
+    if not usable:
+        raise UsageError(
+            f"--url {url!r} is not an https:// (or http://) URL with a host",
+            hint="e.g. --url https://hooks.example.com/prefctl",
+        )
 
 
 def _selections(
