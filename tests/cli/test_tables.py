@@ -125,3 +125,15 @@ def test_fit_table_shortens_free_text_before_leaving_out_columns() -> None:
     kept, rows, hidden = fit_table(headers, cells, 30)  # narrower than the EventId
     assert kept == ["ID"]
     assert hidden == ["EVENT ID", "ATTEMPTS", "LAST"]
+
+
+def test_policy_explain_at_60_columns_keeps_every_row_on_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    printed = run_cli("policy", "explain").stdout
+    rows = [line for line in printed.splitlines() if "│" in line]
+    assert all(len(line) <= 60 for line in printed.splitlines())
+    attempts = [row.split("│")[0].strip().strip("()") for row in rows[:16]]
+    assert attempts == [str(n) for n in range(1, 17)]  # one line each, none folded

@@ -33,6 +33,7 @@ from prefctl.cli.profiles_import import import_profiles
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from prefctl.api.patches import Assignment
     from prefctl.cli._context import State
 
 ProfileIdArgument = Annotated[
@@ -212,6 +213,7 @@ def update(
     if (file is None) == (not assignments):
         raise UsageError("pass either --file or --set pairs", hint="e.g. --set Tags.-=vip")
     parsed = [parse_assignment(text) for text in assignments or []]
+    _check_fields(parsed)
     with api_client(state) as client:
         api = ProfilesApi(client)
         patch = (
@@ -221,6 +223,21 @@ def update(
         )
         profile = api.patch(profile_id, patch)
     _show(state, profile, f"updated profile {profile_id}")
+
+
+def _check_fields(assignments: list[Assignment]) -> None:
+    """UsageError, before any request, for a ``--set`` whose first name is no profile field."""
+    from prefctl.errors import did_you_mean
+    from prefctl.models.profile import Profile
+
+    known = [field.alias or name for name, field in Profile.model_fields.items()]
+    for assignment in assignments:
+        name = str(assignment.path[0])
+        if name not in known:
+            raise UsageError(
+                f"--set {name}=…: {name!r} is not a profile field{did_you_mean(name, known)}",
+                hint=f"profile fields: {', '.join(known)}",
+            )
 
 
 def deactivate(
