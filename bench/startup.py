@@ -1,4 +1,4 @@
-"""Start-up time of the installed ``prefctl`` entry point (DESIGN §12.3).
+"""Start-up time of the installed ``prefctl`` entry point.
 
 Creates a fresh venv in a temporary folder, ``pip install``s this package into it (not editable,
 as a user would), primes a token cache with the installed package itself, then times many runs of:
@@ -7,9 +7,12 @@ as a user would), primes a token cache with the installed package itself, then t
     prefctl --version          target <= 150 ms
     prefctl token get          a cached token, served by the fast path: target <= 250 ms
     prefctl token get --json   the same token through the full CLI (Typer, Rich), for comparison
+    prefctl --help             target <= 250 ms (and each GROUP --help measured here)
+    prefctl subscriptions list against a local emulator, token cached: target <= 300 ms
+    prefctl settings get       the same: target <= 300 ms
     aws --version              when installed, the reference CLI
 
-and, apart, the cost of prefctl's pytest plugin to a session that does not use its fixtures
+Each row also shows its ratio to ``python -c pass``, the interpreter's own start-up. And, apart, the cost of prefctl's pytest plugin to a session that does not use its fixtures
 (``pytest_plugin_load``): ``pytest`` on a one-test module with the plugin and with
 ``-p no:prefctl``, interleaved, in the same venv (pytest is installed into it). Target <= 50 ms.
 
@@ -34,7 +37,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS_MS = {"prefctl --version": 150.0, "prefctl token get": 250.0}
+TARGETS_MS = {
+    "prefctl --version": 150.0,
+    "prefctl token get": 250.0,
+    "prefctl --help": 250.0,
+    "prefctl subscriptions --help": 250.0,
+    "prefctl deliveries --help": 250.0,
+    "prefctl subscriptions list": 300.0,
+    "prefctl settings get": 300.0,
+}
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJiZW5jaCJ9.c2lnbmF0dXJl"
 
 PRIME = """
@@ -87,6 +98,31 @@ def _make_venv(folder: Path) -> Path:
     )
     print(f"installed in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return folder
+
+
+def _start_emulator(prefctl: str, env: dict[str, str], home: Path) -> dict[str, str]:
+    """A detached emulator on a free port with the profile ``local`` it writes and its
+    token cached (``token get`` once), so that REST commands are timed as a user runs them."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    emulator_env = {**env, "PREFCTL_DATA_DIR": str(home / "emulator")}
+    subprocess.run(
+        [prefctl, "emulator", "start", "--detach", "--port", str(port)],
+        env=emulator_env,
+        check=True,
+        capture_output=True,
+    )
+    served = subprocess.run(
+        [prefctl, "-p", "local", "token", "get"], env=emulator_env, capture_output=True
+    )
+    if served.returncode != 0:
+        subprocess.run([prefctl, "emulator", "stop"], env=emulator_env, capture_output=True)
+        raise SystemExit(f"no token from the bench emulator: {served.stderr.decode()}")
+    env.update(emulator_env)
+    return emulator_env
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
@@ -191,27 +227,38 @@ def main() -> int:
         if served.stdout != TOKEN + "\n":
             raise SystemExit(f"prefctl token get did not print the cached token: {served.stderr}")
 
+        prefctl = str(bindir / "prefctl")
         commands: dict[str, list[str]] = {
             "python -c pass": [str(bindir / "python"), "-c", "pass"],
-            "prefctl --version": [str(bindir / "prefctl"), "--version"],
-            "prefctl token get": [str(bindir / "prefctl"), "token", "get"],
-            "prefctl token get --json": [str(bindir / "prefctl"), "token", "get", "--json"],
+            "prefctl --version": [prefctl, "--version"],
+            "prefctl token get": [prefctl, "token", "get"],
+            "prefctl token get --json": [prefctl, "token", "get", "--json"],
+            "prefctl --help": [prefctl, "--help"],
+            "prefctl subscriptions --help": [prefctl, "subscriptions", "--help"],
+            "prefctl deliveries --help": [prefctl, "deliveries", "--help"],
         }
+        emulator_env = _start_emulator(prefctl, env, home)
+        for name in ("subscriptions list", "settings get"):
+            commands[f"prefctl {name}"] = [prefctl, "-p", "local", *name.split()]
         aws = shutil.which("aws")
         if aws:
             commands["aws --version"] = [aws, "--version"]
             env["PATH"] += os.pathsep + str(Path(aws).parent)
 
-        for argv in commands.values():
-            for _ in range(args.warmup):
-                _time(argv, env)
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.runs):
-            for name, argv in commands.items():
-                samples[name].append(_time(argv, env))
-        plugin = pytest_plugin_load(venv, env, args.runs, args.warmup)
+        try:
+            for argv in commands.values():
+                for _ in range(args.warmup):
+                    _time(argv, env)
+            samples: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(args.runs):
+                for name, argv in commands.items():
+                    samples[name].append(_time(argv, env))
+            plugin = pytest_plugin_load(venv, env, args.runs, args.warmup)
+        finally:
+            subprocess.run([prefctl, "emulator", "stop"], env=emulator_env, capture_output=True)
 
     rows = []
+    floor = statistics.median(samples["python -c pass"])
     for name, values in samples.items():
         target = TARGETS_MS.get(name)
         median = statistics.median(values)
@@ -219,6 +266,7 @@ def main() -> int:
             {
                 "command": name,
                 "median_ms": round(median, 1),
+                "ratio_to_python": round(median / floor, 1),
                 "p90_ms": round(_percentile(values, 0.9), 1),
                 "min_ms": round(min(values), 1),
                 "target_ms": target,
@@ -229,13 +277,13 @@ def main() -> int:
     if args.json:
         print(json.dumps([*rows, {"command": "pytest plugin load", **plugin}], indent=2))
         return 0
-    print(f"{'command':<26} {'median':>8} {'p90':>8} {'min':>8}  target")
+    print(f"{'command':<30} {'median':>8} {'p90':>8} {'min':>8} {'× python':>8}  target")
     for row in rows:
         target = row["target_ms"]
         verdict = "" if target is None else f"<= {target:.0f} ms {'ok' if row['met'] else 'MISSED'}"
         print(
-            f"{row['command']:<26} {row['median_ms']:>6.1f}ms {row['p90_ms']:>6.1f}ms "
-            f"{row['min_ms']:>6.1f}ms  {verdict}"
+            f"{row['command']:<30} {row['median_ms']:>6.1f}ms {row['p90_ms']:>6.1f}ms "
+            f"{row['min_ms']:>6.1f}ms {row['ratio_to_python']:>7.1f}x  {verdict}"
         )
     by_name = {row["command"]: row for row in rows}
     if "aws --version" in by_name:

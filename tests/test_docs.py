@@ -91,9 +91,9 @@ def test_generator_output_ignores_terminal_width_and_colour(
 
 def test_generator_renders_options_env_vars_and_defaults(gen: ModuleType, app: typer.Typer) -> None:
     text = gen.render(app)
-    assert "| `-o, --output <table\\|json>` |" in text
+    assert "| `-o, --output <table\\|json\\|wide>` |" in text
     assert "env var: PREFCTL_OUTPUT; default: table" in text
-    assert "`--auth-url <str>`" in text
+    assert "`--auth-url TEXT`" in text  # a value named in words, not <str>
     assert "```\nprefctl config set [OPTIONS] {NAME} {KEY} [VALUE]\n```" in text
 
 
@@ -148,3 +148,36 @@ def test_docs_mark_every_decision_one_way() -> None:
         if path.name in _RULE_PAGES:
             found += [f"{path.name}: {m.group(0)}" for m in design.finditer(text)]
     assert found == []
+
+
+def test_no_doc_names_the_design_file_users_do_not_have() -> None:
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    naming = [str(path.relative_to(ROOT)) for path in docs if "DESIGN" in path.read_text()]
+    assert naming == [], "docs must stand alone: say the fact instead of citing DESIGN"
+
+
+def test_root_help_summaries_are_each_commands_own(commands: list[tuple[str, Any, Any]]) -> None:
+    from prefctl.cli.app import SUMMARIES
+
+    own = {
+        path.split()[1]: (command.help or "").split("\n\n")[0].replace("\n", " ")
+        for path, command, _ctx in commands
+        if len(path.split()) == 2
+    }
+    assert own == SUMMARIES
+
+
+def test_api_md_profile_example_is_accepted_by_the_emulator(emulator: Any) -> None:
+    import json
+
+    from tests.helpers import run_cli
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    match = re.search(r"<!-- profile-example[^>]*-->\n```json\n(.*?)```", text, re.S)
+    assert match is not None
+    example = json.loads(match.group(1))
+    created = run_cli("api", "POST", "profiles", "--data", json.dumps(example))
+    assert created.exit_code == 0, created.stderr
+    stored = created.json
+    assert stored["CustomerName"] == example["CustomerName"]
+    assert stored["Consents"][0]["Elements"] == ["Email:ada@example.com"]

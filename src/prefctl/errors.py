@@ -15,6 +15,8 @@ Messages never contain secrets: callers pass names (``client_secret_env``), neve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -63,3 +65,14 @@ class UnreachableError(PrefctlError):
     """The service could not be reached, or did not answer in time."""
 
     exit_code = EXIT_UNREACHABLE
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` when a name in ``known`` is close to ``given`` (a typo, another
+    case), else ``""``: to end a message about a name prefctl does not know."""
+    import difflib
+
+    names = [name for name in known if name]
+    by_case = [name for name in names if name.lower() == given.lower()]
+    close = by_case or difflib.get_close_matches(given, names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -124,8 +124,8 @@ def test_alerts_list_shows_each_alert_with_its_subscription_and_sink(
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "SUBSCRIPTION" in lines[0]
-    assert f"orders ({alerts['orders']})" in lines[2]
-    assert f"crm ({alerts['crm']})" in lines[3]
+    assert f"orders ({alerts['orders']})" in lines[1]
+    assert f"crm ({alerts['crm']})" in lines[2]
     assert all("opened" in line and "mbox" in line and RECIPIENT in line for line in lines[2:4])
 
 

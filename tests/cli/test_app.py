@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_output_json_flag_and_env_give_json_on_stdout(monkeypatch: pytest.Monkey
     assert run_cli("--output", "json", "config", "list").json[0]["name"] == "dev"
     monkeypatch.setenv("PREFCTL_OUTPUT", "json")
     assert run_cli("config", "list").json[0]["name"] == "dev"
-    assert "┃" in run_cli("-o", "table", "config", "list").stdout
+    assert run_cli("-o", "table", "config", "list").stdout.startswith("Name\tDefault\t")
 
 
 def test_colour_forced_unless_no_color_env_or_flag(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,3 +188,74 @@ def test_output_format_is_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("PREFCTL_OUTPUT", "Json")
     assert run_cli("config", "list").json[0]["name"] == "dev"
     assert run_cli("-o", "yaml", "config", "list").exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["config", "list", "-ojson"],
+        ["config", "list", "--output=json"],
+        ["config", "list", "--output", "json"],
+        ["-ojson", "config", "list"],
+        ["config", "-o", "json", "list"],
+        ["config", "list", "-pdev", "-ojson"],
+        ["config", "list", "--profile=dev", "-q", "-ojson"],
+    ],
+)
+def test_global_options_in_every_spelling_anywhere_give_json(args: list[str]) -> None:
+    init_profile()
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    assert result.json[0]["name"] == "dev"
+
+
+def test_help_shows_flags_without_value_placeholders_and_whole_sentences(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    help_text = run_cli("--help").stdout
+    assert "<bool>" not in help_text
+    assert "<int>" not in help_text
+    assert "<str>" not in help_text
+    assert re.search(r"--quiet\s+-q\s+Only data and errors", help_text)
+    assert "an embedded emulator of the preference" in help_text  # not broken after "embedded"
+    redrive = run_cli("deadletters", "redrive", "--help").stdout
+    assert "<bool>" not in redrive
+    assert "--yes" in redrive
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-o", "yaml", "config", "list"], "'yaml' is not one of table, json, wide"),
+        (["deadletters", "list", "--reason", "badrequest"], "did you mean 'BadRequest'?"),
+        (["deliveries", "show", "abc"], "'ID': expected a whole number"),
+        (["deliveries", "list", "--limit", "0"], "'--limit': must be 1 or more"),
+    ],
+)
+def test_usage_errors_say_what_is_accepted_in_the_users_words(args: list[str], words: str) -> None:
+    line = assert_one_line_error(run_cli(*args))
+    assert words in line
+    assert "Value error" not in line
+    assert "Input should" not in line
+    assert "parse string" not in line
+
+
+def test_no_color_removes_every_style_bold_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stdout counts as a terminal, where styles show
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in run_cli("--help").stdout
+    assert "\x1b[" not in run_cli("events", "types").stdout  # no bold header
+    monkeypatch.delenv("NO_COLOR")
+    assert "\x1b[1m" in run_cli("events", "types").stdout
+
+
+def test_a_word_from_other_tools_points_at_prefctls_command() -> None:
+    line = assert_one_line_error(run_cli("profiles", "list"))
+    assert "did you mean 'prefctl profiles search'?" in line
+
+
+def test_a_config_file_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    line = assert_one_line_error(run_cli("--config", str(missing), "settings", "get"))
+    assert f"the configuration file {missing} does not exist" in line

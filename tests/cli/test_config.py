@@ -177,7 +177,7 @@ def test_list_table_marks_default_and_json_is_an_array() -> None:
     rows = run_cli("-o", "json", "config", "list").json
 
     assert table.exit_code == 0
-    dev_line = next(line for line in table.stdout.splitlines() if " dev " in line)
+    dev_line = next(line for line in table.stdout.splitlines() if line.startswith("dev\t"))
     assert "*" in dev_line
     assert "https://dev/api" in dev_line
     assert rows == [
@@ -523,7 +523,7 @@ def test_readable_file_with_inline_secret_warns_but_works(config_path: Path) -> 
     result = run_cli("config", "list")
 
     assert result.exit_code == 0
-    assert " dev " in result.stdout
+    assert "dev\t" in result.stdout
     assert "warning:" in result.stderr
     assert "chmod 600" in result.stderr
     assert SECRET not in result.output

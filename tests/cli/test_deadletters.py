@@ -464,7 +464,7 @@ def test_deadletters_and_deliveries_list_show_at_most_the_limit_and_say_more_mat
     deliveries = run_cli("deliveries", "list", "--limit", "3", "--store", store)
     assert deliveries.exit_code == 0, deliveries.stderr
     assert "showing the first 3 deliveries; more match" in deliveries.stderr
-    assert "--after 3" in deliveries.stderr
+    assert "--cursor 3" in deliveries.stderr
 
 
 def test_deadletters_export_into_a_file_from_an_interactive_shell_fills_the_file(
@@ -481,3 +481,8 @@ def test_deadletters_export_into_a_file_from_an_interactive_shell_fills_the_file
     ]
     assert "exported 3 dead letters" in result.stderr
     assert "EventId" not in result.stderr
+
+
+def test_deadletters_redrive_takes_yes_like_purge(tmp_path: Path) -> None:
+    result = run_cli("deadletters", "redrive", "--all", "--yes", "--store", tmp_path / "none.db")
+    assert "No such option" not in result.stderr

@@ -173,3 +173,57 @@ def test_deliveries_show_marks_a_redrive_after_a_single_attempt_run(tmp_path: Pa
 
     assert result.exit_code == 0, result.stderr
     assert "run again (redrive or replay)" in result.stdout
+
+
+def test_deliveries_list_subscription_by_name_or_id_and_unknown_name_suggests(store: Path) -> None:
+    by_id = run_cli("deliveries", "list", "--store", store, "--subscription", "2", "-ojson")
+    by_name = run_cli("deliveries", "list", "--store", store, "--subscription", "B", "-ojson")
+    assert by_name.exit_code == 0, by_name.stderr
+    assert by_name.json == by_id.json
+    assert [r["subscription_id"] for r in by_name.json] == [2]
+    wrong = run_cli("deliveries", "list", "--store", store, "--subscription", "b")
+    assert wrong.exit_code == 4
+    assert "no subscription named 'b' (did you mean 'B'?)" in wrong.stderr
+
+
+def test_deliveries_list_at_80_columns_keeps_each_event_id_whole(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stdout counts as a terminal of 80 columns
+    result = run_cli("deliveries", "list", "--store", store)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4  # header, rule, two rows: one line each
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[2].count(event_id(1)) == 1
+    assert "ATTEMPTS" not in lines[0]
+    piped = run_cli("deliveries", "list", "--store", store)
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    piped = run_cli("deliveries", "list", "--store", store)
+    fields = [line.split("\t") for line in piped.stdout.splitlines()]
+    assert fields[0][:3] == ["ID", "EVENT ID", "TYPE"]
+    assert fields[1][1] == event_id(1)
+    assert len({len(f) for f in fields}) == 1
+
+
+def test_deliveries_list_with_cursor_pages_through_json_without_stderr(store: Path) -> None:
+    first = run_cli(
+        "deliveries", "list", "--store", store, "--limit", "1", "-ojson", "--with-cursor"
+    )
+    assert first.exit_code == 0, first.stderr
+    assert [r["delivery_id"] for r in first.json["items"]] == [1]
+    cursor = first.json["next_cursor"]
+    second = run_cli(
+        "deliveries",
+        "list",
+        "--store",
+        store,
+        "--limit",
+        "1",
+        "--cursor",
+        cursor,
+        "-ojson",
+        "--with-cursor",
+    )
+    assert [r["delivery_id"] for r in second.json["items"]] == [2]
+    assert second.json["next_cursor"] is None

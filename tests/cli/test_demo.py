@@ -157,11 +157,11 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliResult]:
 
 def test_demo_prints_a_summary_table_on_stdout(table: CliResult) -> None:
     assert table.exit_code == 0, table.output
-    rows = {line.split("│")[0].strip(): line for line in table.stdout.splitlines() if "│" in line}
+    rows = {line.split("\t")[0]: line for line in table.stdout.splitlines()}
     assert "6 of 6" in rows["expected outcomes"]
     assert "1 × PayloadTooLarge" in rows["dead-lettered"]
     assert "to ops@example.com" in rows["alerts sent"]
-    assert rows["retries"].split("│")[1].strip() == "3"
+    assert rows["retries"].split("\t")[1] == "3"
     assert "Start a throwaway emulator" not in table.stdout  # steps go to stderr
 
 

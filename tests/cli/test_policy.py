@@ -117,6 +117,7 @@ def test_policy_explain_alert_max_below_min_is_a_usage_error() -> None:
 
 def test_policy_docs_show_what_policy_explain_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # as on a terminal of 100 columns
     printed = run_cli("policy", "explain").stdout
     blocks = re.findall(
         r"<!-- generated: [^>]*-->\n```text\n(.*?)```",

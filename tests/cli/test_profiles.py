@@ -388,3 +388,10 @@ def test_profiles_create_and_import_refuse_numbers_json_has_not(
     assert_usage_line(created, expected)
     imported = cli("profiles", "import", "-", stdin=f'{{"Tags": ["ok"], "Score": {value}}}\n')
     assert_usage_line(imported, expected)
+
+
+def test_profiles_update_set_unknown_field_suggests_the_near_one_before_any_request(cli) -> None:
+    result = cli("profiles", "update", "1004", "--set", "Emial=x")  # no emulator: no request
+    assert result.exit_code == 2
+    assert "'Emial' is not a profile field (did you mean 'Emails'?)" in result.stderr
+    assert "Extra inputs" not in result.stderr

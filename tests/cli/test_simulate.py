@@ -39,10 +39,17 @@ def test_simulate_seed_option_replaces_the_files_seed(outage: Path) -> None:
     assert seeded.stdout != default.stdout
 
 
-def test_simulate_table_shows_summary_tables_and_chart(tmp_path: Path) -> None:
+def test_simulate_table_shows_summary_tables_and_chart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "rejecting.toml"
     path.write_text(REJECTING)
+    piped = run_cli("simulate", str(path)).stdout
+    assert "scenario\trejecting\n" in piped  # key, tab, value for cut and awk
+    assert "Reason\tDead letters\n" in piped
+    assert not any(c in piped for c in "┃│━█")  # neither boxes nor the chart
 
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # as on a terminal
     result = run_cli("simulate", str(path))
 
     assert result.exit_code == 0, result.stderr

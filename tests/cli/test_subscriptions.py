@@ -242,7 +242,10 @@ def test_subscriptions_create_same_url_and_type_twice_exits_1(
         (["--name", "x", "--url", "http://h.example", "-e", "tag.nope"], "unknown event type"),
         (["--name", "x", "--url", "http://h.example", "-e", "tag.added:Vip"], "no filter"),
         (["--url", "http://h.example", "-e", "tag.added"], "missing --name"),
-        (["--name", "x", "--url", "ftp://h.example", "-e", "tag.added"], "Url"),
+        (
+            ["--name", "x", "--url", "ftp://h.example", "-e", "tag.added"],
+            "is not an https:// (or http://) URL",
+        ),
     ],
 )
 def test_subscriptions_create_bad_input_is_refused(
@@ -349,3 +352,25 @@ def test_subscriptions_delete_needs_yes_off_a_terminal(
         "deleted": True,
     }
     assert cli("subscriptions", "get", str(created["Id"])).exit_code == 4
+
+
+def test_subscriptions_create_not_a_url_is_a_usage_error_before_any_request(cli) -> None:
+    # No emulator runs: a request would fail with exit 5, not 2.
+    result = cli("subscriptions", "create", "--name", "x", "--url", "not-a-url", "-e", "tag.added")
+    assert result.exit_code == 2
+    assert "--url 'not-a-url' is not an https:// (or http://) URL" in result.stderr
+
+
+def test_subscriptions_failed_on_an_untrusted_certificate_names_the_trust_setting() -> None:
+    from prefctl.api.subscriptions import provisioning_error
+
+    record = {
+        "Id": 7,
+        "ProvisioningState": "Failed",
+        "ProvisioningError": "connection failed (ConnectError: [SSL: CERTIFICATE_VERIFY_FAILED]"
+        " certificate verify failed: unable to get local issuer certificate)",
+    }
+    error = provisioning_error(record, 120)
+    assert error is not None
+    assert "prefctl dispatcher tls set --ca" in (error.hint or "")
+    assert "'prefctl subscriptions delete 7' removes it" in (error.hint or "")

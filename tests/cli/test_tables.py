@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from prefctl.cli._output import plain_table
-from tests.helpers import run_cli, run_in_terminal
+from prefctl.cli._output import fit_table, plain_table, tsv
+from tests.helpers import run_cli
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -73,34 +73,67 @@ def test_plain_table_leaves_control_characters_and_narrow_terminals_to_rich() ->
     assert plain_table(["id"], [["x" * 70]], width=80) is not None
 
 
-def test_piped_table_keeps_each_row_on_one_line_however_wide(
+def test_piped_table_is_a_header_and_tab_separated_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("COLUMNS")  # set by conftest; in a pipe it asks for folding at that width
+    monkeypatch.setenv("COLUMNS", "80")  # a width asked for does not matter in a pipe
     result = run_cli("events", "types")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert max(len(line) for line in lines) > 80  # wider than a terminal's 80 columns
-    rows = [line for line in lines[2:] if line.strip()]
-    assert len(rows) == len(run_cli("-o", "json", "events", "types").json)
-    assert all(line.count("│") == lines[0].count("┃") for line in rows)
-    monkeypatch.setenv("COLUMNS", "100")
-    folded = run_cli("events", "types").stdout.splitlines()
-    assert max(len(line) for line in folded) <= 100
-    assert len(folded) > len(lines)
+    assert lines[0].split("\t") == ["Type", "Entity", "Filter key", "PreviousData", "Description"]
+    types = run_cli("-o", "json", "events", "types").json
+    assert len(lines) == 1 + len(types)
+    assert all(line.count("\t") == 4 for line in lines)
+    assert not re.search("[┃│━╇\x1b]", result.stdout)
+    assert [line.split("\t")[0] for line in lines[1:]] == [t["type"] for t in types]
 
 
-def test_terminal_folds_a_table_only_when_it_is_wider_than_the_terminal(
+def test_piped_table_keeps_empty_cells_as_empty_fields() -> None:
+    assert tsv([["a", "", "c"], ["x\ty", "two\nlines", ""]]) == "a\t\tc\nx y\ttwo lines\t\n"
+
+
+def test_terminal_table_at_80_columns_never_splits_identifiers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("COLUMNS")
-    piped = run_cli("events", "types").stdout  # 462 columns wide
-    monkeypatch.setenv("COLUMNS", "80")  # Rich's terminal width (a new pty has no size)
-    folded = ANSI.sub("", run_in_terminal("events", "types").output).replace("\r\n", "\n")
-    assert max(len(line) for line in folded.splitlines()) <= 80  # Rich folded the cells
-    assert "profile.create\n" not in piped
-    assert "profile.create " in folded  # its last letter went to the next line
-    monkeypatch.setenv("COLUMNS", "400")
-    wide = run_in_terminal("events", "types")
-    assert piped in ANSI.sub("", wide.output).replace("\r\n", "\n")  # the same, row by row
-    assert "\x1b[1m" in wide.output  # the header in bold, as Rich shows it
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stdout counts as a terminal of 80 columns
+    result = run_cli("events", "types")
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    types = [t["type"] for t in run_cli("-o", "json", "events", "types").json]
+    assert len(lines) == 2 + len(types)  # one line a row: nothing folded
+    assert all(f" {name} " in result.stdout for name in types)
+    assert "(--wide shows all)" in result.stderr
+    wide = run_cli("--wide", "events", "types").stdout
+    assert "Description" in wide.splitlines()[0]
+    assert run_cli("events", "types", "-o", "wide").stdout == wide
+
+
+def test_fit_table_shortens_free_text_before_leaving_out_columns() -> None:
+    event_id = "25ed800c-39ea-4afb-b8a1-0c6d6f1c2f3e"
+    headers = ["ID", "EVENT ID", "ATTEMPTS", "LAST"]
+    cells = [["1", event_id, "3", "503 (the service is unavailable right now, try later)"]]
+    kept, rows, hidden = fit_table(headers, cells, 70)
+    assert kept == headers
+    assert hidden == []
+    assert rows[0][1] == event_id
+    assert rows[0][3].endswith("…")
+    assert len(rows[0][3]) >= 10
+    kept, rows, hidden = fit_table(headers, cells, 60, drop_first=[2])
+    assert hidden == ["ATTEMPTS"]
+    assert rows[0][1] == event_id
+    kept, rows, hidden = fit_table(headers, cells, 30)  # narrower than the EventId
+    assert kept == ["ID"]
+    assert hidden == ["EVENT ID", "ATTEMPTS", "LAST"]
+
+
+def test_policy_explain_at_60_columns_keeps_every_row_on_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    printed = run_cli("policy", "explain").stdout
+    rows = [line for line in printed.splitlines() if "│" in line]
+    assert all(len(line) <= 60 for line in printed.splitlines())
+    attempts = [row.split("│")[0].strip().strip("()") for row in rows[:16]]
+    assert attempts == [str(n) for n in range(1, 17)]  # one line each, none folded

@@ -120,6 +120,23 @@ def selections_to_edit(value: Any, where: str) -> list[dict[str, Any]]:
     return list(value)
 
 
+def _trust_hint(reason: str) -> str | None:
+    """What to do when the handshake failed on the endpoint's TLS (None for another reason)."""
+    lowered = reason.lower()
+    if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
+        return (
+            "the dispatcher does not trust the endpoint's certificate: give it the CA that"
+            " signed it with 'prefctl dispatcher tls set --ca CA.pem' (for a development"
+            " certificate from 'prefctl certs', its ca.pem)"
+        )
+    if "certificate required" in lowered or "handshake failure" in lowered:
+        return (
+            "the endpoint asks for a client certificate (mTLS): give the dispatcher one with"
+            " 'prefctl dispatcher tls set --cert CERT.pem --key KEY.pem'"
+        )
+    return None
+
+
 def failure_reason(record: Mapping[str, Any]) -> str | None:
     """The last handshake failure the service reports (``ProvisioningError``), if any."""
     value = record.get("ProvisioningError")
@@ -206,6 +223,17 @@ def provisioning_error(record: Mapping[str, Any], waited: float) -> PrefctlError
         return None
     if state == "Failed":
         reason = failure_reason(record)
+        left = (
+            f"subscription {subscription_id} is left Failed: 'prefctl subscriptions update"
+            f" {subscription_id} --url URL' provisions it again, 'prefctl subscriptions delete"
+            f" {subscription_id}' removes it"
+        )
+        trust = _trust_hint(reason or "")
+        if trust is not None:
+            return PrefctlError(
+                f"subscription {subscription_id} failed provisioning: {reason}",
+                hint=f"{trust}; {left}",
+            )
         return PrefctlError(
             f"subscription {subscription_id} failed provisioning"
             + (f": {reason}" if reason else ""),

@@ -24,6 +24,13 @@ CursorOption = Annotated[
         "--cursor", help="Start at this NextCursor of an earlier page.", show_default=False
     ),
 ]
+WithCursorOption = Annotated[
+    bool,
+    typer.Option(
+        "--with-cursor",
+        help='With -o json: print {"items": [...], "next_cursor": ...} (null on the last page).',
+    ),
+]
 AllPagesOption = Annotated[
     bool, typer.Option("--all", help="Follow the cursors and list every match.")
 ]

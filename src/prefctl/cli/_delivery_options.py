@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefctl.cli._complete import subscription_refs
 from prefctl.config import ENV_DATA_DIR
 from prefctl.dispatcher.policy import DeadLetterReason
 
@@ -37,6 +38,16 @@ StoreOption = Annotated[
         f"env: {ENV_DATA_DIR}).",
         show_default=False,
         dir_okay=False,
+    ),
+]
+SubscriptionRefOption = Annotated[
+    str | None,
+    typer.Option(
+        "--subscription",
+        metavar="NAME|ID",
+        help="Only this subscription's (its Name or Id).",
+        autocompletion=subscription_refs,
+        show_default=False,
     ),
 ]
 ReasonOption = Annotated[
@@ -78,6 +89,19 @@ UntilOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def subscription_id(store: Path | None, ref: str | None) -> int | None:
+    """The Id a ``--subscription NAME|ID`` names in the store (None when not given)."""
+    if ref is None:
+        return None
+    if ref.strip().isdigit():
+        return int(ref)
+    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.store.subscriptions import id_of
+
+    with open_existing_store(resolve_store(store)) as conn:
+        return id_of(conn, ref)
 
 
 def moment(text: str | None, flag: str) -> float | None:

@@ -7,7 +7,6 @@ go to stderr. Commands never create a Console themselves.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -51,8 +50,10 @@ class Output:
         quiet: bool = False,
         no_color: bool = False,
         verbosity: int = 0,
+        wide: bool = False,
     ) -> None:
         self.json_mode = json_mode
+        self.wide = wide
         self.quiet = quiet
         self.no_color = no_color
         self.verbosity = verbosity
@@ -63,18 +64,21 @@ class Output:
     @property
     def out(self) -> Console:
         if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(file=sys.stdout, no_color=self.no_color or None, highlight=False)
+            self._out = self._console(sys.stdout)
         return self._out
 
     @property
     def err(self) -> Console:
         if self._err is None:
-            from rich.console import Console
-
-            self._err = Console(file=sys.stderr, no_color=self.no_color or None, highlight=False)
+            self._err = self._console(sys.stderr)
         return self._err
+
+    def _console(self, file: TextIO) -> Console:
+        from rich.console import Console
+
+        if self.no_color:  # no styling at all: bold and underline are styling too
+            return Console(file=file, color_system=None, no_color=True, highlight=False)
+        return Console(file=file, highlight=False)
 
     @property
     def interactive(self) -> bool:
@@ -116,8 +120,15 @@ class Output:
         title: str | None = None,
         json_rows: Sequence[Any] | None = None,
         empty: str = "nothing to show",
+        drop_first: Sequence[str] = (),
     ) -> None:
-        """Rows as a table, or as a JSON array in JSON mode (``json_rows`` when they differ)."""
+        """Rows as a table, or as a JSON array in JSON mode (``json_rows`` when they differ).
+
+        On a terminal the table fits its width: free text is shortened with ``…`` and then
+        columns are left out (``drop_first`` keys first, then from the right), but identifiers
+        (any cell without a space: ids, URLs, timestamps) are never split; ``--wide`` shows every
+        column whole. Into a pipe or a file: a header line and one line per row, fields
+        separated by tabs, no title, box or styling (for ``cut``, ``awk``)."""
         if self.json_mode:
             self.json(list(json_rows if json_rows is not None else rows))
             return
@@ -127,23 +138,66 @@ class Output:
         headers = [header for _key, header in columns]
         cells = [[_cell(row.get(key)) for key, _header in columns] for row in rows]
         console = self.out
-        # A pipe or a file gets whole rows, unless COLUMNS asks for a width (as ls honours it).
-        folds = console.is_terminal or bool(os.environ.get("COLUMNS"))
-        lines = plain_table(headers, cells, title=title, width=console.width if folds else None)
+        if not console.is_terminal:
+            with writing_stdout() as stdout:
+                stdout.write(tsv([headers, *cells]))
+                stdout.flush()
+            return
+        hidden: list[str] = []
+        if not self.wide:
+            drop = [
+                index for key in drop_first for index, (k, _h) in enumerate(columns) if k == key
+            ]
+            headers, cells, hidden = fit_table(headers, cells, console.width, drop_first=drop)
+        lines = plain_table(headers, cells, title=title)
         with writing_stdout():
             if lines is not None:
                 self._plain(lines, titled=title is not None)
-                return
-            from rich.table import Table
-            from rich.text import Text
+            else:
+                self._rich_table(headers, cells, title=title)
+        if hidden:
+            self.info(
+                f"not shown at {console.width} columns: {', '.join(hidden)} (--wide shows all)"
+            )
 
-            table = Table(title=title, show_edge=False, header_style="bold")
-            for header in headers:
-                table.add_column(header, overflow="fold")
-            for texts in cells:
-                # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
-                table.add_row(*[Text(text) for text in texts])
-            console.print(table)
+    def page(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        columns: Sequence[tuple[str, str]],
+        *,
+        json_rows: Sequence[Any],
+        next_cursor: str | None,
+        with_cursor: bool,
+        more: str,
+        empty: str,
+        drop_first: Sequence[str] = (),
+    ) -> None:
+        """One page of a listing: a table, or the JSON array; ``with_cursor`` wraps the array
+        as ``{"items": [...], "next_cursor": ...}`` so that scripts page without stderr. When
+        there is a next page, ``more`` (its ``{cursor}`` filled in) says so on stderr."""
+        if self.json_mode and with_cursor:
+            self.json({"items": list(json_rows), "next_cursor": next_cursor})
+        else:
+            self.table(rows, columns, json_rows=json_rows, empty=empty, drop_first=drop_first)
+        if next_cursor:
+            self.info(more.format(cursor=next_cursor))
+
+    def _rich_table(
+        self, headers: Sequence[str], cells: Sequence[Sequence[str]], *, title: str | None
+    ) -> None:
+        """A table whose cells hold characters Rich decides how to show (line breaks, escapes,
+        combining marks), its cells never folded."""
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=title, show_edge=False, header_style="bold")
+        for header in headers:
+            table.add_column(header, no_wrap=True, overflow="ignore")
+        for texts in cells:
+            # Text(), not str: user data such as "[abc]" must not be read as Rich markup.
+            table.add_row(*[Text(text) for text in texts])
+        width = self.out.measure(table, options=self.out.options.update(width=10_000)).maximum
+        self.out.print(table, width=max(width, self.out.width), crop=False)
 
     def _plain(self, lines: list[str], *, titled: bool) -> None:
         """A ``plain_table`` on stdout, its title and header styled as Rich would style them."""
@@ -205,6 +259,11 @@ class Output:
         """One object: key/value lines for people, the object as JSON in JSON mode."""
         if self.json_mode:
             self.json(json_data if json_data is not None else data)
+            return
+        if not self.out.is_terminal:  # key, tab, value: one line each, for cut and awk
+            with writing_stdout() as stdout:
+                stdout.write(tsv([[str(key), _cell(value)] for key, value in data.items()]))
+                stdout.flush()
             return
         from rich.table import Table
         from rich.text import Text
@@ -382,6 +441,79 @@ def _cell(value: Any) -> str:
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_FIELD_BREAKS = re.compile("[\t\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_MIN_TEXT = 10  # free text is shortened to no fewer cells than this (or its header's)
+
+
+def tsv(lines: Iterable[Sequence[str]]) -> str:
+    """Lines of tab-separated fields; tabs and line breaks inside a field become spaces, so that
+    each line is one row and an empty cell is an empty field."""
+    return "".join("\t".join(_FIELD_BREAKS.sub(" ", f) for f in fields) + "\n" for fields in lines)
+
+
+def fit_table(
+    headers: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    width: int,
+    *,
+    drop_first: Sequence[int] = (),
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """The columns and cells of a table that fit ``width`` terminal cells, and the headers of
+    the columns left out.
+
+    Free text (a cell with a space) is shortened first, with ``…``; an identifier (a cell
+    without one: an id, a URL, a timestamp) and a header are never cut. When that is not
+    enough, whole columns are left out: those of ``drop_first`` in order, then the rightmost,
+    never the first."""
+    from rich.cells import cell_len, set_cell_size
+
+    def is_text(text: str) -> bool:
+        return " " in text.strip()
+
+    count = len(headers)
+    natural = [
+        max([cell_len(headers[i]), *(cell_len(row[i]) for row in cells)]) for i in range(count)
+    ]
+    least = [
+        max(
+            [
+                cell_len(headers[i]),
+                min(natural[i], _MIN_TEXT),
+                *(cell_len(row[i]) for row in cells if not is_text(row[i])),
+            ]
+        )
+        for i in range(count)
+    ]
+    widths = list(natural)
+    kept = list(range(count))
+
+    def total() -> int:
+        return sum(widths[i] for i in kept) + 3 * len(kept) - 1
+
+    order = [i for i in drop_first if 0 < i < count]
+    order += [i for i in reversed(range(1, count)) if i not in order]
+    while total() > width:
+        spare = [i for i in kept if widths[i] > least[i]]
+        if spare:  # shorten the widest free text by what is over, down to its least
+            widest = max(spare, key=lambda i: widths[i] - least[i])
+            widths[widest] = max(least[widest], widths[widest] - (total() - width))
+            continue
+        if len(kept) == 1:
+            break
+        kept.remove(next(i for i in order if i in kept))
+        widths = [natural[i] if i in kept else widths[i] for i in range(count)]
+
+    def cut(text: str, room: int) -> str:
+        if cell_len(text) <= room:
+            return text
+        return set_cell_size(text, room - 1).rstrip() + "…"
+
+    hidden = [headers[i] for i in range(count) if i not in kept]
+    return (
+        [headers[i] for i in kept],
+        [[cut(row[i], widths[i]) for i in kept] for row in cells],
+        hidden,
+    )
 
 
 def plain_table(
@@ -443,6 +575,11 @@ def _centred(text: str, width: int) -> str:
 
     spare = max(width - cell_len(text), 0)
     return " " * (spare // 2) + text + " " * (spare - spare // 2)
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 request``, ``2 requests``: a count and its noun, in the singular for one."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def rows_of(items: Iterable[Any]) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from prefctl import __version__
+from prefctl.cli import _complete
 from prefctl.cli._context import State, get_state, set_state
 from prefctl.cli._output import Output
 from prefctl.config import ENV_CONFIG, ENV_OUTPUT, ENV_PROFILE
@@ -45,12 +46,43 @@ COMMANDS: dict[str, str] = {
     "policy": "prefctl.cli.policy",
     "simulate": "prefctl.cli.simulate",
     "dispatcher": "prefctl.cli.dispatcher",
+    "api": "prefctl.cli.api",
     "demo": "prefctl.cli.demo",
+}
+
+# What `prefctl --help` says of each command: the first paragraph of its own help (a test keeps
+# them equal). The root's help lists these without importing any command module, which keeps
+# `prefctl --help` quick: building every command costs more than all the rest of start-up.
+SUMMARIES: dict[str, str] = {
+    "config": "Create, show and edit connection profiles (profiles.toml).",
+    "token": "Get, inspect and clear OAuth access tokens.",
+    "profiles": "Create, read, search, change and import customer profiles.",
+    "programs": "Programs of the account: what preferences can be set for.",
+    "subscriptions": "Webhook subscriptions: which event types go to which URL.",
+    "settings": "The account's webhook delivery and alert settings.",
+    "emulator": "Run the local emulator of the service and administer it.",
+    "certs": "Development CA, server and client certificates for TLS and mTLS.",
+    "events": "The event catalog and history, real changes that trigger events, and tools to"
+    " sign and verify Service-Webhook headers.",
+    "receive": "Receive webhooks locally: answer handshakes, verify signatures, show every"
+    " request.",
+    "endpoint": "Check a webhook endpoint against the service's contract.",
+    "deliveries": "Delivery state of each event and subscription, and the attempt timeline.",
+    "deadletters": "The dead-letter queue: list, show, redrive, export and purge, filtered by"
+    " reason, status, subscription and time.",
+    "replay": "Re-deliver stored, dead-lettered or captured events, with their original EventIds.",
+    "alerts": "Failure-alert emails sent for dead-lettered events.",
+    "policy": "The delivery policy: retries, dead letters and what each answer causes.",
+    "simulate": "Run a scenario on a virtual clock with the real dispatcher, and report what"
+    " happened.",
+    "dispatcher": "The webhook dispatcher: deliver a store's queue, set its TLS.",
+    "api": "Send an authenticated request to the profile's deployment and print the JSON answer.",
+    "demo": "Run the whole loop on a throwaway emulator and receiver, in seconds.",
 }
 
 # Global options that take a value, so the command word can be found without parsing.
 _VALUE_OPTIONS = {"--profile", "-p", "--config", "--output", "-o"}
-_FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color"}
+_FLAG_OPTIONS = {"--verbose", "--quiet", "-q", "--no-color", "--wide"}
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -60,6 +92,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
+    wide = "wide"  # a table with every column, whatever the terminal's width
 
 
 def _version(value: bool) -> None:
@@ -72,13 +105,21 @@ def root_callback(
     profile: Annotated[
         str | None,
         typer.Option(
-            "--profile", "-p", help=f"Profile to use (env: {ENV_PROFILE}).", show_default=False
+            "--profile",
+            "-p",
+            metavar="NAME",
+            help=f"Profile to use (env: {ENV_PROFILE}).",
+            autocompletion=_complete.profile_names,
+            show_default=False,
         ),
     ] = None,
     config: Annotated[
         str | None,
         typer.Option(
-            "--config", help=f"Path of profiles.toml (env: {ENV_CONFIG}).", show_default=False
+            "--config",
+            metavar="FILE",
+            help=f"Path of profiles.toml (env: {ENV_CONFIG}).",
+            show_default=False,
         ),
     ] = None,
     output: Annotated[
@@ -88,9 +129,12 @@ def root_callback(
             "-o",
             envvar=ENV_OUTPUT,
             case_sensitive=False,  # PREFCTL_OUTPUT=JSON in a CI file is no reason to fail
-            help="Output format: table or json.",
+            help="Output format: table, json, or wide (a table with every column).",
         ),
     ] = OutputFormat.table,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Tables show every column, whatever the width.")
+    ] = False,
     verbose: Annotated[
         int, typer.Option("--verbose", "-v", count=True, help="More logs on stderr (repeat: -vvv).")
     ] = 0,
@@ -110,11 +154,17 @@ def root_callback(
     state = State(
         profile_name=profile,
         config_flag=config,
-        output_format=output.value,
+        output_format="table" if output is OutputFormat.wide else output.value,
         verbosity=verbose,
         quiet=quiet,
         no_color=no_color,
-        out=Output(json_mode=json_mode, quiet=quiet, no_color=no_color, verbosity=verbose),
+        out=Output(
+            json_mode=json_mode,
+            quiet=quiet,
+            no_color=no_color,
+            verbosity=verbose,
+            wide=wide or output is OutputFormat.wide,
+        ),
     )
     set_state(state)
     if verbose:
@@ -152,63 +202,63 @@ def new_group(name: str, help: str) -> typer.Typer:
     )
 
 
+def _global_option(argv: list[str], i: int) -> int:
+    """How many words of ``argv`` from ``i`` are a global option (0: none), in any spelling:
+    ``-o json``, ``-ojson``, ``--output json``, ``--output=json``, ``-vv``, ``--wide``."""
+    arg = argv[i]
+    if arg in _VALUE_OPTIONS:
+        return 2 if i + 1 < len(argv) else 1
+    if arg in _FLAG_OPTIONS or (len(arg) > 1 and arg[0] == "-" and set(arg[1:]) == {"v"}):
+        return 1
+    if arg.startswith("--") and arg.split("=", 1)[0] in _VALUE_OPTIONS and "=" in arg:
+        return 1
+    if len(arg) > 2 and arg[:2] in _VALUE_OPTIONS:  # -ojson, -pNAME
+        return 1
+    return 0
+
+
 def command_word(argv: list[str]) -> str | None:
     """The first word that is not a global option: the command to run."""
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
+    i = 0
+    while i < len(argv):
+        taken = _global_option(argv, i)
+        if taken:
+            i += taken
             continue
-        if arg in _VALUE_OPTIONS:
-            skip = True
-            continue
-        if arg.startswith("-"):
-            continue
-        return arg
+        if not argv[i].startswith("-"):
+            return argv[i]
+        i += 1
     return None
 
 
 def hoist_global_options(argv: list[str]) -> list[str]:
     """Move global options written after the command to the front, so that
-    ``prefctl profiles get 1001 -o json`` works like ``prefctl -o json profiles get 1001``.
+    ``prefctl profiles get 1001 -ojson`` works like ``prefctl -o json profiles get 1001``.
     These option names are reserved: no command defines its own ``-o``, ``-p``, ``-v`` or ``-q``.
     """
     if command_word(argv) is None:
         return argv
     head: list[str] = []
     rest: list[str] = []
-    seen_command = False
     i = 0
     while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
+        if argv[i] == "--":
             rest.extend(argv[i:])
             break
-        if not seen_command:
-            if arg in _VALUE_OPTIONS:
-                head.extend(argv[i : i + 2])
-                i += 2
-                continue
-            head.append(arg)
-            seen_command = not arg.startswith("-")
-            if seen_command:
-                head.pop()
-                rest.append(arg)
-            i += 1
+        taken = _global_option(argv, i)
+        if taken:
+            head.extend(argv[i : i + taken])
+            i += taken
             continue
-        name = arg.split("=", 1)[0]
-        if arg in _VALUE_OPTIONS and i + 1 < len(argv):
-            head.extend(argv[i : i + 2])
-            i += 2
-            continue
-        inline_value = name in _VALUE_OPTIONS and "=" in arg and name.startswith("--")
-        verbosity = arg.startswith("-v") and set(arg[1:]) == {"v"}
-        (head if inline_value or verbosity or arg in _FLAG_OPTIONS else rest).append(arg)
+        rest.append(argv[i])
         i += 1
     return head + rest
 
 
-def build_app(argv: list[str]) -> typer.Typer:
+def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
+    """The app for ``argv``: the command it runs registered, nothing else. With no command (the
+    root's help, an unknown word), each command is a stand-in with its summary, unless ``full``
+    (the reference generator) or a shell asks for completions (which walk the real commands)."""
     root = typer.Typer(
         name="prefctl",
         cls=_Group,
@@ -216,14 +266,82 @@ def build_app(argv: list[str]) -> typer.Typer:
         context_settings=CONTEXT_SETTINGS,
         pretty_exceptions_enable=False,
         rich_markup_mode="rich",
-        add_completion=False,
     )
     root.callback()(root_callback)
     word = command_word(argv)
-    names = [word] if word in COMMANDS else list(COMMANDS)
-    for name in names:
-        importlib.import_module(COMMANDS[name]).register(root)
+    if word in COMMANDS:
+        importlib.import_module(COMMANDS[word]).register(root)
+    elif full or "_PREFCTL_COMPLETE" in os.environ:
+        for name in COMMANDS:
+            importlib.import_module(COMMANDS[name]).register(root)
+    else:
+        for name in COMMANDS:
+            root.command(name, help=SUMMARIES[name], add_help_option=False)(_stand_in)
     return root
+
+
+def _stand_in() -> None:
+    """Never runs: a command's stand-in in the root's help, replaced when the command is run."""
+
+
+_METAVARS = {
+    "<str>": "TEXT",
+    "<int>": "N",
+    "<float>": "NUMBER",
+    "<path>": "PATH",
+    "<dir>": "DIR",
+    "<file>": "FILE",
+}
+_SENTENCE_END = (".", ":", "!", "?", ";")
+
+
+def tidy_help(command: Any) -> Any:
+    """Help as people read it, for ``command`` and every command below it: flags without a
+    value placeholder (``--quiet`` rather than ``--quiet <bool>``), values named in words
+    (``TEXT``, not ``<str>``), and a sentence wrapped in the source read as one line (Rich's
+    help keeps each line break of a docstring: lines end only where a sentence or item does)."""
+    from types import SimpleNamespace
+
+    # The help option, made on first use and kept by the command: made now, to be tidied too.
+    names = SimpleNamespace(help_option_names=CONTEXT_SETTINGS["help_option_names"])
+    help_option = command.get_help_option(names)
+    for param in [*command.params, *([help_option] if help_option else [])]:
+        # typer's own copy of click: an option is known by its shape, not by its class
+        if getattr(param, "param_type_name", "") != "option" or param.metavar is not None:
+            continue
+        if param.is_flag or param.count:
+            param.metavar = ""
+        elif hasattr(param, "display_type"):
+            param.metavar = _METAVARS.get(param.display_type(None))
+    if command.help:
+        command.help = join_wrapped_lines(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
+    return command
+
+
+def join_wrapped_lines(text: str) -> str:
+    """``text`` with each line that continues a sentence joined to the one before it; blank
+    lines, list items and indented lines keep their breaks."""
+    import inspect
+
+    lines = inspect.cleandoc(text).split("\n")
+    joined: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        previous = joined[-1] if joined else ""
+        continues = (
+            previous.strip()
+            and stripped
+            and not previous.rstrip().endswith(_SENTENCE_END)
+            and not line.startswith((" ", "-", "*", "\b"))
+            and not previous.startswith(("\b", " "))
+        )
+        if continues:
+            joined[-1] = f"{previous.rstrip()} {stripped}"
+        else:
+            joined.append(line)
+    return "\n".join(joined)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -260,8 +378,14 @@ def run(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     set_state(State())
+    if not argv or "--help" in argv or "-h" in argv:
+        from typer import rich_utils
+
+        # Typer's documented switch: None is help without any styling, bold included.
+        plain = "--no-color" in argv or bool(os.environ.get("NO_COLOR"))
+        rich_utils.COLOR_SYSTEM = None if plain else "auto"
     try:
-        command = typer.main.get_command(build_app(argv))
+        command = tidy_help(typer.main.get_command(build_app(argv)))
         result = command.main(args=argv, prog_name="prefctl", standalone_mode=False)
     except PrefctlError as exc:
         get_state().out.error(exc.message, exc.hint)
@@ -283,6 +407,54 @@ def _run(argv: list[str] | None) -> int:
     return result if isinstance(result, int) else 0
 
 
+_VALIDATOR_WORDS = [  # how the parameter validator says it → how prefctl says it
+    (r"Input should be a valid integer[^.;—]*", "expected a whole number"),
+    (r"Input should be a valid number[^.;—]*", "expected a number"),
+    (r"Input should be a valid boolean[^.;—]*", "expected true or false"),
+    (r"Input should be greater than or equal to (\S+)", r"must be \1 or more"),
+    (r"Input should be less than or equal to (\S+)", r"must be \1 or less"),
+    (r"Input should be greater than (\S+)", r"must be more than \1"),
+    (r"Input should be less than (\S+)", r"must be less than \1"),
+    (r"Input should be ", "should be "),
+    (r"Value error, ", ""),
+]
+
+
+# Words people try from other tools → prefctl's command for it.
+_SYNONYMS: dict[str, dict[str, str]] = {
+    "prefctl profiles": {"list": "search", "ls": "search", "find": "search"},
+    "prefctl subscriptions": {"ls": "list", "add": "create", "remove": "delete", "rm": "delete"},
+}
+
+
+def _synonym_hint(message: str, group: str) -> str | None:
+    """ "did you mean 'prefctl profiles search'?" for "No such command 'list'" in profiles."""
+    import re
+
+    unknown = re.match(r"No such command '([^']*)'", message)
+    if unknown is None:
+        return None
+    command = _SYNONYMS.get(group, {}).get(unknown.group(1))
+    return None if command is None else f"did you mean '{group} {command}'?"
+
+
+def in_user_words(message: str) -> str:
+    """A usage error of the option parser, without the validator's phrasing, and with "did you
+    mean" when a choice was given in another case or with a typo."""
+    import re
+
+    choice = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)\.?", message)
+    if choice:
+        from prefctl.errors import did_you_mean
+
+        given, choices = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        text = f"{given!r} is not one of {', '.join(choices)}{did_you_mean(given, choices)}"
+        message = message[: choice.start()] + text + message[choice.end() :]
+    for pattern, words in _VALIDATOR_WORDS:
+        message = re.sub(pattern, words, message)
+    return message
+
+
 def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     out = get_state().out
     if type(exc).__name__ == "NoArgsIsHelpError":
@@ -291,7 +463,8 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
         ctx = getattr(exc, "ctx", None)
         where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
-        out.error(exc.format_message(), f"see {where}")
+        hint = _synonym_hint(exc.format_message(), ctx.command_path if ctx is not None else "")
+        out.error(in_user_words(exc.format_message()), hint or f"see {where}")
         return int(exc.exit_code)
     import sqlite3
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from prefctl import config as cfg_mod
+from prefctl.cli._api import YesOption
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import ConfigError, PrefctlError, UsageError
@@ -348,7 +349,7 @@ def unset_key(name: _ProfileArg, key: _KeyArg) -> None:
 
 def remove(
     name: _ProfileArg,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
 ) -> None:
     """Delete profile NAME from the file (asks first on a TTY; --yes otherwise)."""
     state = get_state()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefctl.cli._api import YesOption
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import (
     EventOption,
@@ -23,8 +24,10 @@ from prefctl.cli._delivery_options import (
     SinceOption,
     StatusOption,
     StoreOption,
+    SubscriptionRefOption,
     UntilOption,
     dead_letter_filter,
+    subscription_id,
 )
 from prefctl.cli._output import writing_stdout
 from prefctl.cli.app import new_group
@@ -37,12 +40,7 @@ if TYPE_CHECKING:
 
     from prefctl.dispatcher.deadletters import DeadLetterDetail, DeadLetterFilter, ExportFormat
 
-SubscriptionOption = Annotated[
-    int | None,
-    typer.Option(
-        "--subscription", min=1, metavar="ID", help="Only this subscription's dead letters."
-    ),
-]
+SubscriptionOption = SubscriptionRefOption
 AllOption = Annotated[
     bool, typer.Option("--all", help="Select every dead letter (when no filter is given).")
 ]
@@ -101,7 +99,7 @@ def list_dead_letters(
     selection = dead_letter_filter(
         reason=reason,
         status=status,
-        subscription=subscription,
+        subscription=subscription_id(store, subscription),
         events=events,
         since=since,
         until=until,
@@ -186,6 +184,12 @@ def redrive(
     until: UntilOption = None,
     select_all: AllOption = False,
     store: StoreOption = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Accepted as by purge; redrive loses nothing, so never asks."
+        ),
+    ] = False,
 ) -> None:
     """Queue the selected dead letters again, to the same subscription, as fresh deliveries.
 
@@ -197,7 +201,9 @@ def redrive(
     from prefctl.store.timestamps import epoch
 
     state = get_state()
-    selection = _selection(reason, status, subscription, events, since, until, select_all)
+    selection = _selection(
+        reason, status, subscription_id(store, subscription), events, since, until, select_all
+    )
     path = operations.resolve_store(store)
     with operations.open_existing_store(path) as conn:
         done = deadletters.redrive_dead_letters(conn, selection, now=epoch(SystemClock().now()))
@@ -258,7 +264,7 @@ def export(
     selection = dead_letter_filter(
         reason=reason,
         status=status,
-        subscription=subscription,
+        subscription=subscription_id(store, subscription),
         events=events,
         since=since,
         until=until,
@@ -317,7 +323,7 @@ def purge(
     since: SinceOption = None,
     until: UntilOption = None,
     select_all: AllOption = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     store: StoreOption = None,
 ) -> None:
     """Delete the selected dead letters and their attempt logs (the events stay for replay).
@@ -327,7 +333,9 @@ def purge(
     from prefctl.dispatcher import deadletters, operations
 
     state = get_state()
-    selection = _selection(reason, status, subscription, events, since, until, select_all)
+    selection = _selection(
+        reason, status, subscription_id(store, subscription), events, since, until, select_all
+    )
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
         listed = deadletters.list_dead_letters(conn, selection)
         count = 0

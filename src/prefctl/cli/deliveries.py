@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli._api import WithCursorOption
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import EventOption, StoreOption
+from prefctl.cli._delivery_options import (
+    EventOption,
+    StoreOption,
+    SubscriptionRefOption,
+    subscription_id,
+)
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -38,12 +44,7 @@ def register(root: typer.Typer) -> None:
 
 
 def list_deliveries(
-    subscription: Annotated[
-        int | None,
-        typer.Option(
-            "--subscription", min=1, metavar="ID", help="Only this subscription's deliveries."
-        ),
-    ] = None,
+    subscription: SubscriptionRefOption = None,
     states: Annotated[
         list[StateChoice] | None,
         typer.Option(
@@ -54,9 +55,16 @@ def list_deliveries(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
     after: Annotated[
         int,
-        typer.Option("--after", min=0, metavar="ID", help="Start after this delivery id (paging)."),
+        typer.Option(
+            "--cursor",
+            "--after",
+            min=0,
+            metavar="ID",
+            help="Start after this delivery id (the next_cursor of an earlier page).",
+        ),
     ] = 0,
     store: StoreOption = None,
+    with_cursor: WithCursorOption = False,
 ) -> None:
     """List deliveries, oldest first: state, attempts, last answer and when the next attempt is due."""
     from prefctl.dispatcher import operations
@@ -65,7 +73,7 @@ def list_deliveries(
     with operations.open_existing_store(operations.resolve_store(store)) as conn:
         records = operations.list_deliveries(
             conn,
-            subscription_id=subscription,
+            subscription_id=subscription_id(store, subscription),
             states=[choice.value for choice in states or ()],
             event_ids=events or (),
             limit=limit + 1,
@@ -73,7 +81,7 @@ def list_deliveries(
         )
     more = len(records) > limit
     records = records[:limit]
-    state.out.table(
+    state.out.page(
         [_row(record) for record in records],
         [
             ("delivery_id", "ID"),
@@ -86,13 +94,13 @@ def list_deliveries(
             ("when", "NEXT DUE / FINISHED"),
         ],
         json_rows=[record.to_dict() for record in records],
+        next_cursor=str(records[-1].delivery_id) if more else None,
+        with_cursor=with_cursor,
+        more=f"showing the first {limit} deliveries; more match: --limit N shows more,"
+        " --cursor {cursor} the next ones",
         empty="no deliveries",
+        drop_first=["event_type", "attempts", "subscription_id"],
     )
-    if more:
-        state.out.info(
-            f"showing the first {limit} deliveries; more match: --limit N shows more,"
-            f" --after {records[-1].delivery_id} the next ones"
-        )
 
 
 def show_delivery(

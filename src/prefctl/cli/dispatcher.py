@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli._api import YesOption
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import StoreOption
 from prefctl.cli.app import new_group
@@ -186,7 +187,7 @@ def tls_show(store: StoreOption = None, account: AccountOption = None) -> None:
 def tls_clear(
     store: StoreOption = None,
     account: AccountOption = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
 ) -> None:
     """Remove the account's client certificate and extra CAs (deliveries use plain TLS)."""
     from prefctl.dispatcher import tls

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli._complete import subscription_refs
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
 SubscriptionOption = Annotated[
     str,
     typer.Option(
-        "--subscription", "-s", metavar="NAME|ID", help="The subscription's Name (or Id)."
+        "--subscription",
+        "-s",
+        metavar="NAME|ID",
+        help="The subscription's Name (or Id).",
+        autocompletion=subscription_refs,
     ),
 ]
 

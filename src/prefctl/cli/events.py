@@ -90,6 +90,7 @@ def event_types(
             ("description", "Description"),
         ],
         json_rows=rows,
+        drop_first=["previous_data", "filter_key"],
     )
 
 

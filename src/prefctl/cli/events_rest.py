@@ -12,7 +12,14 @@ from typing import Annotated, Any
 import typer
 
 from prefctl.api.shapes import scalar
-from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client
+from prefctl.cli._api import (
+    AllPagesOption,
+    CursorOption,
+    WithCursorOption,
+    YesOption,
+    api_client,
+)
+from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
 
 __all__ = ["list_events", "trigger_event"]
@@ -29,12 +36,19 @@ def list_events(
             "--subscription",
             metavar="ID|NAME",
             help="Only the events this subscription received (with their EventTime).",
+            autocompletion=subscription_refs,
             show_default=False,
         ),
     ] = None,
     event_type: Annotated[
         str | None,
-        typer.Option("--type", "-t", help="Only this event type.", show_default=False),
+        typer.Option(
+            "--type",
+            "-t",
+            help="Only this event type.",
+            show_default=False,
+            autocompletion=event_types,
+        ),
     ] = None,
     since: Annotated[
         str | None,
@@ -62,6 +76,7 @@ def list_events(
     ] = None,
     cursor: CursorOption = None,
     all_pages: AllPagesOption = False,
+    with_cursor: WithCursorOption = False,
 ) -> None:
     """List stored events (the last 15 days), oldest first, by OriginalEventTime.
 
@@ -108,14 +123,25 @@ def list_events(
             return
         page = api.list(query, limit=limit, cursor=cursor)
         items, next_cursor = page.items, page.next_cursor
-    state.out.table([row(e) for e in items], columns, json_rows=items, empty="no events")
-    if next_cursor:
-        state.out.info(f"more events: --cursor {next_cursor}, or --all")
+    state.out.page(
+        [row(e) for e in items],
+        columns,
+        json_rows=items,
+        next_cursor=next_cursor,
+        with_cursor=with_cursor,
+        more="more events: --cursor {cursor}, or --all",
+        empty="no events",
+    )
 
 
 def trigger_event(
     event_type: Annotated[
-        str, typer.Argument(metavar="TYPE", help="The event type to produce, e.g. tag.added.")
+        str,
+        typer.Argument(
+            metavar="TYPE",
+            help="The event type to produce, e.g. tag.added.",
+            autocompletion=event_types,
+        ),
     ],
     profile_id: Annotated[
         int | None,

@@ -19,13 +19,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
-from prefctl.cli._api import AllPagesOption, CursorOption, YesOption, api_client, read_object
+from prefctl.cli._api import (
+    AllPagesOption,
+    CursorOption,
+    WithCursorOption,
+    YesOption,
+    api_client,
+    read_object,
+)
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.cli.profiles_import import import_profiles
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from prefctl.api.patches import Assignment
     from prefctl.cli._context import State
 
 ProfileIdArgument = Annotated[
@@ -116,6 +124,7 @@ def search(
     ] = None,
     cursor: CursorOption = None,
     all_pages: AllPagesOption = False,
+    with_cursor: WithCursorOption = False,
 ) -> None:
     """Find profiles by email, phone or alternate id (all given criteria must match).
 
@@ -140,11 +149,15 @@ def search(
             return
         page = api.search(query, limit=limit, cursor=cursor)
         profiles, next_cursor = page.items, page.next_cursor
-    state.out.table(
-        [_summary(p) for p in profiles], _SEARCH_COLUMNS, json_rows=profiles, empty="no profiles"
+    state.out.page(
+        [_summary(p) for p in profiles],
+        _SEARCH_COLUMNS,
+        json_rows=profiles,
+        next_cursor=next_cursor,
+        with_cursor=with_cursor,
+        more="more profiles: --cursor {cursor}, or --all",
+        empty="no profiles",
     )
-    if next_cursor:
-        state.out.info(f"more profiles: --cursor {next_cursor}, or --all")
 
 
 def replace(profile_id: ProfileIdArgument, file: FileOption) -> None:
@@ -200,6 +213,7 @@ def update(
     if (file is None) == (not assignments):
         raise UsageError("pass either --file or --set pairs", hint="e.g. --set Tags.-=vip")
     parsed = [parse_assignment(text) for text in assignments or []]
+    _check_fields(parsed)
     with api_client(state) as client:
         api = ProfilesApi(client)
         patch = (
@@ -209,6 +223,21 @@ def update(
         )
         profile = api.patch(profile_id, patch)
     _show(state, profile, f"updated profile {profile_id}")
+
+
+def _check_fields(assignments: list[Assignment]) -> None:
+    """UsageError, before any request, for a ``--set`` whose first name is no profile field."""
+    from prefctl.errors import did_you_mean
+    from prefctl.models.profile import Profile
+
+    known = [field.alias or name for name, field in Profile.model_fields.items()]
+    for assignment in assignments:
+        name = str(assignment.path[0])
+        if name not in known:
+            raise UsageError(
+                f"--set {name}=…: {name!r} is not a profile field{did_you_mean(name, known)}",
+                hint=f"profile fields: {', '.join(known)}",
+            )
 
 
 def deactivate(

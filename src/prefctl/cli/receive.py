@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.cli._output import Output, to_json
+from prefctl.cli._output import Output, counted, to_json
 from prefctl.cli._signing import (
     ClientIdOption,
     HashkeyEnvOption,
@@ -277,7 +277,7 @@ def _validation_hosts(extra: list[str] | None) -> tuple[str, ...]:
 
 
 def _counts(summary: ReceiverSummary, dropped: int) -> str:
-    counts = f"{summary.requests} requests, {summary.events} events"
+    counts = f"{counted(summary.requests, 'request')}, {counted(summary.events, 'event')}"
     if dropped:
         counts += f"; {dropped} lines not shown (stdout was not read fast enough)"
     return counts

@@ -22,6 +22,7 @@ from prefctl.cli._delivery_options import (
     StoreOption,
     dead_letter_filter,
     moment,
+    subscription_id,
 )
 from prefctl.dispatcher.rule_time import MAX_TIME_SCALE, MIN_TIME_SCALE
 from prefctl.errors import PrefctlError, UsageError
@@ -81,11 +82,10 @@ def replay(
     reason: ReasonOption = None,
     status: StatusOption = None,
     from_subscription: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--from-subscription",
-            min=1,
-            metavar="ID",
+            metavar="NAME|ID",
             help="Only dead letters of, or stored events queued for, this subscription.",
             show_default=False,
         ),
@@ -100,11 +100,10 @@ def replay(
         ),
     ] = None,
     subscription: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--subscription",
-            min=1,
-            metavar="ID",
+            metavar="NAME|ID",
             help="Queue the events for this subscription (default: the subscription each event "
             "was queued for).",
             show_default=False,
@@ -156,13 +155,15 @@ def replay(
     from prefctl.dispatcher.replay import replay as run_replay
     from prefctl.dispatcher.replay_queue import ReplaySource
 
+    from_id = subscription_id(store, from_subscription)
+    target_id = subscription_id(store, subscription)
     if dead_lettered:
         source = ReplaySource(
             file=file,
             dead_lettered=dead_letter_filter(
                 reason=reason,
                 status=status,
-                subscription=from_subscription,
+                subscription=from_id,
                 events=events,
                 since=since,
                 until=until,
@@ -176,7 +177,7 @@ def replay(
             event_ids=tuple(events or ()),
             since=moment(since, "--since"),
             until=moment(until, "--until"),
-            from_subscription=from_subscription,
+            from_subscription=from_id,
         )
     default_store = resolve_store(store)
     store_path: Path | None = default_store
@@ -186,7 +187,7 @@ def replay(
         config = ReplayConfig(
             store_path=store_path,
             source=source,
-            target=ReplayTarget(url=to, subscription_id=subscription),
+            target=ReplayTarget(url=to, subscription_id=target_id),
             wait=not no_wait,
             timeout=timeout,
             max_attempts=max_attempts,

@@ -123,8 +123,9 @@ def _render(report: dict[str, Any]) -> None:
         title="Simulation",
     )
     _tables(report)
-    out.line("")
-    out.render(_chart(report["timeline"], out.out.width))
+    if out.out.is_terminal:  # a pipe gets the tables' fields; the bars are for eyes
+        out.line("")
+        out.render(_chart(report["timeline"], out.out.width))
 
 
 def _tables(report: dict[str, Any]) -> None:

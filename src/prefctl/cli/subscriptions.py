@@ -16,6 +16,7 @@ import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
+from prefctl.cli._complete import event_types
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
@@ -40,6 +41,7 @@ EventOption = Annotated[
         "--event",
         "-e",
         metavar="TYPE[:FILTER,…]",
+        autocompletion=event_types,
         help="An event type to send (repeat). For Preferences, Consents, Contacts, Groups and "
         "CustomFields, ':' and comma-separated values narrow it (default: all, e.g. AllFilters).",
         show_default=False,
@@ -277,8 +279,26 @@ def _apply_flags(
     description: str | None,
     catch_up: bool | None,
 ) -> dict[str, Any]:
+    if url is not None:
+        _check_url(url)
     flags = {"Name": name, "Url": url, "Description": description, "CatchUpOnResume": catch_up}
     return {**body, **{key: value for key, value in flags.items() if value is not None}}
+
+
+def _check_url(url: str) -> None:
+    """UsageError, before any request, for a --url that is no http(s) URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        usable = parts.scheme in ("https", "http") and bool(parts.hostname)
+    except ValueError:  # a bracketed host that is no IPv6 address, a port that is no number
+        usable = False
+    if not usable:
+        raise UsageError(
+            f"--url {url!r} is not an https:// (or http://) URL with a host",
+            hint="e.g. --url https://hooks.example.com/prefctl",
+        )
 
 
 def _selections(

@@ -313,6 +313,12 @@ class ConfigFile:
 
 def unknown_profile(cfg: ConfigFile, name: str) -> ConfigError:
     """The error for a profile ``cfg`` does not define, with a hint listing the ones it does."""
+    if not cfg.exists:
+        return ConfigError(
+            f"unknown profile '{name}': the configuration file {cfg.path} does not exist",
+            hint="check --config and PREFCTL_CONFIG; 'prefctl emulator start' writes profile"
+            " 'local' there, 'prefctl config init NAME' another",
+        )
     hint = (
         f"known profiles: {', '.join(sorted(cfg.profiles))}"
         if cfg.profiles

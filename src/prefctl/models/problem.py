@@ -63,8 +63,58 @@ def field_path(loc: Sequence[int | str]) -> str:
     return path
 
 
-def _message(error: Mapping[str, Any]) -> str:
+# The validator's phrasing of the commonest errors → words a user of the API reads at once.
+_WORDS = {
+    "missing": "is required",
+    "int_parsing": "expected a whole number",
+    "int_type": "expected a whole number",
+    "float_parsing": "expected a number",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "dict_type": "expected a JSON object",
+    "model_type": "expected a JSON object",
+    "list_type": "expected a JSON array",
+}
+
+
+def _known_fields(model: type[BaseModel] | None, loc: Sequence[int | str]) -> list[str]:
+    """The wire names of the fields where ``loc`` points (its last part a field name), when
+    the models on the way are known."""
+    import typing
+
+    for part in loc[:-1]:
+        if model is None or isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return []
+        found = None
+        for candidate in [field.annotation, *typing.get_args(field.annotation)]:
+            for inner in [candidate, *typing.get_args(candidate)]:
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    found = inner
+        model = found
+    if model is None:
+        return []
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _message(error: Mapping[str, Any], model: type[BaseModel] | None = None) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        from prefctl.errors import did_you_mean
+
+        loc = list(error.get("loc", ()))
+        known = _known_fields(model, loc)
+        name = str(loc[-1]) if loc else ""
+        if not known:
+            return "is not a known field"
+        hint = did_you_mean(name, known) or f" (known: {', '.join(known)})"
+        return f"is not a known field{hint}"
+    if kind in _WORDS:
+        return _WORDS[str(kind)]
     message = str(error.get("msg", "invalid value"))
+    message = message.replace("Input should be ", "should be ")
     # pydantic prefixes errors raised by validators; the prefix tells a client nothing.
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
@@ -77,10 +127,12 @@ def problem_from_validation_errors(
     *,
     status: int = 400,
     title: str = "Invalid request body",
+    model: type[BaseModel] | None = None,
 ) -> Problem:
-    """A problem listing each validation error (``ValidationError.errors()`` or FastAPI's)."""
+    """A problem listing each validation error (``ValidationError.errors()`` or FastAPI's);
+    ``model``, the model validated, names the fields an unknown one may have meant."""
     field_errors = [
-        FieldError(field=field_path(error.get("loc", ())), message=_message(error))
+        FieldError(field=field_path(error.get("loc", ())), message=_message(error, model))
         for error in errors
     ]
     count = len(field_errors)

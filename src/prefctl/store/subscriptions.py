@@ -234,6 +234,27 @@ def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> Subscript
     return _record(row) if row else None
 
 
+def id_of(conn: sqlite3.Connection, ref: str) -> int:
+    """The Id of the subscription ``ref`` names: an Id as it is, else a Name of any account
+    (live before deleted, the lowest Id first); NotFoundError, with a near name, when none."""
+    ref = ref.strip()
+    if ref.isdigit():
+        return int(ref)
+    row = conn.execute(
+        "SELECT id FROM subscriptions WHERE name = ? ORDER BY deleted_at IS NOT NULL, id LIMIT 1",
+        (ref,),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    from prefctl.errors import NotFoundError, did_you_mean
+
+    names = [r[0] for r in conn.execute("SELECT DISTINCT name FROM subscriptions")]
+    raise NotFoundError(
+        f"no subscription named {ref!r}{did_you_mean(ref, names)}",
+        hint="'prefctl subscriptions list' shows the names and Ids",
+    )
+
+
 def list_subscriptions(conn: sqlite3.Connection, account: str) -> list[SubscriptionRecord]:
     rows = conn.execute(
         "SELECT * FROM subscriptions WHERE service_client_id = ? AND deleted_at IS NULL"

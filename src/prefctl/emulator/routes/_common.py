@@ -481,7 +481,7 @@ def validate(model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problem = problem_from_validation_errors(exc.errors(include_url=False))
+        problem = problem_from_validation_errors(exc.errors(include_url=False), model=model)
         raise ProblemError(400, problem.title, problem.detail, problem.errors) from None
 
 
