@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import uvicorn
 
+    from prefctl.connections import ConnectionRegistry
+
 
 # Addresses that bind every interface: clients on this machine reach such a server through
 # loopback, and from elsewhere by a name the server cannot know.
@@ -30,12 +32,17 @@ def is_wildcard_host(host: str) -> bool:
     return host in WILDCARD_HOSTS
 
 
-def run_server(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
+def run_server(
+    server: uvicorn.Server,
+    sockets: list[socket.socket],
+    connections: ConnectionRegistry | None = None,
+) -> None:
     """Serve on ``sockets`` until the server stops, on prefctl's event loop, which accepts a
-    burst of new connections at once (``server_loop``)."""
+    burst of new connections at once and keeps ``connections`` at their ceiling
+    (``server_loop``)."""
     from prefctl.server_loop import new_event_loop
 
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=lambda: new_event_loop(connections)) as runner:
         runner.run(server.serve(sockets=sockets))
 
 

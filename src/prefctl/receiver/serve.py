@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prefctl.connections import ConnectionRegistry
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import ReceiverApp
 from prefctl.receiver.config import (
@@ -165,6 +166,7 @@ class _Receiver:
         )
         self.error: BaseException | None = None
         self._server: _Server | None = None
+        self.connections = ConnectionRegistry(config.limits)
         self._stop_requested = False
         self.timed_out = False
 
@@ -181,7 +183,7 @@ class _Receiver:
 
     def run(self, on_ready: Callable[[dict[str, Any]], None] | None = None) -> ReceiverSummary:
         try:
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            with asyncio.Runner(loop_factory=lambda: new_event_loop(self.connections)) as runner:
                 runner.run(self._main(on_ready))
         finally:
             self.sock.close()
@@ -223,7 +225,7 @@ class _Receiver:
                 tls_cert=config.tls_cert,
                 tls_key=config.tls_key,
                 client_ca=config.client_ca,
-                http=webhook_protocol(app),
+                http=webhook_protocol(app, self.connections),
             ),
             on_started=lambda: on_ready(info) if on_ready else None,
         )
