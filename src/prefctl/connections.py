@@ -52,7 +52,8 @@ DEFAULT_MAX_CONNECTIONS = 4096
 # File descriptors kept for everything but client connections: the store, logs, the writer
 # process's pipes, outgoing HTTP, and connections accepted in one burst before they are counted.
 RESERVED_FILES = 128
-_EVICTIONS_PER_BURST = 32  # closed connections release their descriptors on the next iteration
+# Connections past the ceiling while a burst of accepted ones registers (within RESERVED_FILES).
+_OVERSHOOT = 32
 
 _log = logging.getLogger("prefctl.servers")
 
@@ -69,6 +70,15 @@ class ConnectionLimits:
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_connections: int | None = None
+
+    def cli_args(self) -> list[str]:
+        """These limits as the flags of ``prefctl emulator start`` and ``prefctl receive``."""
+        args = ["--header-timeout", repr(self.header_timeout)]
+        args += ["--body-timeout", repr(self.body_timeout)]
+        args += ["--max-header-bytes", str(self.max_header_bytes)]
+        if self.max_connections is not None:
+            args += ["--max-connections", str(self.max_connections)]
+        return args
 
     def problem(self) -> str | None:
         """What is wrong with these limits, in the words of the flags; None if nothing."""
@@ -122,6 +132,8 @@ class ConnectionRegistry:
         self._interval = min(1.0, max(0.05, min(limits.header_timeout, limits.body_timeout) / 4))
 
     def add(self, connection: GuardLike, loop: asyncio.AbstractEventLoop) -> None:
+        if len(self.open) >= self.ceiling and self.heads:
+            self._evict_oldest()
         self.open.add(connection)
         self.heads[connection] = None
         if self._timer is None or self._loop is not loop:
@@ -137,12 +149,17 @@ class ConnectionRegistry:
         registered; at the ceiling, closes the one that has waited longest for a header."""
         if len(self.open) + pending < self.ceiling:
             return True
-        if not self.heads or pending >= _EVICTIONS_PER_BURST:
-            return False
+        if self.heads:
+            self._evict_oldest()
+            return True
+        # Connections accepted in this burst are not registered yet: each one that makes the
+        # count pass the ceiling when it registers closes the oldest waiting for a header then.
+        return 0 < pending < _OVERSHOOT
+
+    def _evict_oldest(self) -> None:
         oldest = next(iter(self.heads))
         self.discard(oldest)
         oldest.expire(evicted=True)
-        return True
 
     def _sweep(self) -> None:
         loop = self._loop
@@ -275,10 +292,15 @@ def guard_class(base: type[Any]) -> type[Any]:
         def expire(self, *, evicted: bool) -> None:
             """Past a deadline (``evicted``: closed to make room): answer 408 if part of a
             request arrived, and close."""
-            if evicted or (self.head_since and not self.head_bytes):
+            if evicted or (self.head_since and not self.head_bytes) or self._answering():
                 self._refuse(None)
             else:
                 self._refuse(REQUEST_TIMEOUT)
+
+        def _answering(self) -> bool:
+            # uvicorn's request cycle, when the app has begun its answer: a 408 would follow it.
+            cycle = getattr(self, "cycle", None)
+            return bool(getattr(cycle, "response_started", False))
 
         def _refuse(self, answer: bytes | None) -> None:
             self.refused = True

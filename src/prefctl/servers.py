@@ -32,6 +32,25 @@ def is_wildcard_host(host: str) -> bool:
     return host in WILDCARD_HOSTS
 
 
+def exposure(host: str) -> str | None:
+    """Why binding ``host`` exposes the server beyond this machine; None for a loopback address."""
+    import ipaddress
+
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a host name: it may resolve to any interface
+        pass
+    shown = host or "''"
+    reach = "every interface" if is_wildcard_host(host) else shown
+    return (
+        f"--host {shown} is not a loopback address: other machines can reach this server "
+        f"on {reach}; it is meant for this machine"
+    )
+
+
 def run_server(
     server: uvicorn.Server,
     sockets: list[socket.socket],

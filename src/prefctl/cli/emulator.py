@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
 from prefctl.cli.app import new_group
 from prefctl.config import ENV_DATA_DIR
@@ -119,6 +120,10 @@ def start(
             help="From address of the alerts sent by SMTP.",
         ),
     ] = mail.DEFAULT_SENDER,
+    header_timeout: limits_options.HeaderTimeoutOption = limits_options.DEFAULT_HEADER_TIMEOUT,
+    body_timeout: limits_options.BodyTimeoutOption = limits_options.DEFAULT_BODY_TIMEOUT,
+    max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
+    max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Serve the token endpoint, JWKS and REST API on a SQLite store, and write profile 'local'.
 
@@ -142,7 +147,11 @@ def start(
         time_scale=time_scale,
         config_path=config_path(state.config_flag),
         smtp=smtp,
+        limits=limits_options.connection_limits(
+            header_timeout, body_timeout, max_header_bytes, max_connections
+        ),
     )
+    limits_options.warn_if_exposed(state.out, host)
     if detach:
         from prefctl.emulator.daemon import start_detached
 

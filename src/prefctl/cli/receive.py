@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import get_state
 from prefctl.cli._output import Output, to_json
 from prefctl.cli._signing import (
@@ -167,6 +168,10 @@ def receive(
             show_default=False,
         ),
     ] = None,
+    header_timeout: limits_options.HeaderTimeoutOption = limits_options.DEFAULT_HEADER_TIMEOUT,
+    body_timeout: limits_options.BodyTimeoutOption = limits_options.DEFAULT_BODY_TIMEOUT,
+    max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
+    max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Receive webhooks locally: answer handshakes, verify signatures, show every request.
 
@@ -219,9 +224,13 @@ def receive(
             tls_cert=tls_cert,
             tls_key=tls_key,
             client_ca=client_ca,
+            limits=limits_options.connection_limits(
+                header_timeout, body_timeout, max_header_bytes, max_connections
+            ),
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
+        limits_options.warn_if_exposed(out, host)
         try:
             summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
         except ExitAfterNotReached as exc:
