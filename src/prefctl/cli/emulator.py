@@ -151,13 +151,13 @@ def start(
             header_timeout, body_timeout, max_header_bytes, max_connections
         ),
     )
-    limits_options.warn_if_exposed(state.out, host)
     if detach:
         from prefctl.emulator.daemon import start_detached
 
         with state.out.status("starting the emulator…"):
             record = start_detached(config, verbosity=state.verbosity)
         _print_ready(state, record.ready_record())
+        limits_options.warn_if_exposed(state.out, host)
         state.out.info(f"stop it with: {_stop_command(Path(record.data_dir))}")
         return
 
@@ -170,6 +170,7 @@ def start(
                 f"'{running.account.user_id}'; its credentials are in profile 'local'"
             )
         _print_ready(state, running.ready_record())
+        limits_options.warn_if_exposed(state.out, host)
         state.out.info("press Ctrl-C to stop")
 
     serve(config, on_ready=ready)

@@ -230,9 +230,8 @@ def receive(
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
-        limits_options.warn_if_exposed(out, host)
         try:
-            summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
+            summary = serve(config, on_ready=lambda info: _ready(out, writer, info, host))
         except ExitAfterNotReached as exc:
             shortfall: ExitAfterNotReached | None = exc
             summary = exc.summary
@@ -252,7 +251,8 @@ def receive(
         raise shortfall
 
 
-def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
+def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any], host: str) -> None:
+    limits_options.warn_if_exposed(out, host)
     if out.json_mode:
         writer.write(to_json(info, indent=False))
         return
