@@ -120,8 +120,11 @@ def _probe(protocol: type[asyncio.Protocol], registry: ConnectionRegistry) -> st
     expected_verdict, signature, _ = app.begin([(b"content-type", b"application/json")])
     expected = app.finish(expected_verdict, signature, b"{}")
     assert expected is not None
-    probe_class: type[Any] = type("Probe", (protocol,), {"receiver": app, "registry": registry})
-    config = uvicorn.Config(app, http=probe_class, lifespan="off", log_config=None)
+    attributes = {"receiver": app, "registry": registry, "probing": True}
+    probe_class: type[Any] = type("Probe", (protocol,), attributes)
+    config = uvicorn.Config(
+        app, http=probe_class, interface="asgi3", lifespan="off", log_config=None
+    )
     config.load()
     state = ServerState()
     probe = probe_class(config=config, server_state=state, app_state={})
@@ -131,6 +134,8 @@ def _probe(protocol: type[asyncio.Protocol], registry: ConnectionRegistry) -> st
         probe.data_received(_PROBE_REQUEST)
     finally:
         probe.connection_lost(None)
+    if not probe_class.fast:
+        return str(probe_class.failure)
     if bytes(transport.written) != _wire(probe.status_lines, expected, keep_alive=True):
         return "a probe request was not answered as the app decides"
     if len(verdicts) != 1 or state.total_requests != 1:
@@ -159,6 +164,8 @@ def _webhook_class(base: type[Any], status_lines: dict[int, bytes]) -> type[Any]
         receiver: ReceiverApp
         webhook_url: bytes
         fast = True  # False once uvicorn's internals raised: every request goes to the ASGI app
+        failure = ""  # what uvicorn's internals raised
+        probing = False  # the start-up probe's class: its failure is reported, not logged
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -339,6 +346,9 @@ def _webhook_class(base: type[Any], status_lines: dict[int, bytes]) -> type[Any]
             cls = type(self)
             if cls.fast:
                 cls.fast = False
+                cls.failure = f"{type(exc).__name__}: {exc}"
+                if cls.probing:
+                    return
                 _log.warning(
                     "webhook requests now go through the ASGI app (the fallback path): "
                     "uvicorn's internals raised %s: %s",
