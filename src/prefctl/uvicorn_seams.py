@@ -89,7 +89,7 @@ PROTOCOL_METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
 def seam_problem(
     cls: type[Any] | None, methods: tuple[tuple[str, tuple[str, ...]], ...]
 ) -> str | None:
-    """Why ``cls`` (uvicorn's httptools protocol) cannot be built on; None when it can."""
+    """Why ``cls`` (a class of uvicorn's) cannot be built on; None when it can."""
     if cls is None:
         return "uvicorn's httptools protocol is not installed"
     problem = version_problem()
