@@ -260,7 +260,7 @@ def test_receive_with_few_open_files_answers_past_a_thousand_idle_sockets(
 
 def test_registry_keeps_files_for_the_server_below_the_open_files_limit() -> None:
     assert ConnectionRegistry(ConnectionLimits(), open_files=512).ceiling == 384
-    assert ConnectionRegistry(ConnectionLimits(), open_files=1 << 20).ceiling == 4096
+    assert ConnectionRegistry(ConnectionLimits(), open_files=1 << 20).ceiling == 8192
     small = ConnectionLimits(max_connections=10)
     assert ConnectionRegistry(small, open_files=1 << 20).ceiling == 10
 

@@ -48,7 +48,7 @@ __all__ = [
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 10.0
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
-DEFAULT_MAX_CONNECTIONS = 4096
+DEFAULT_MAX_CONNECTIONS = 8192
 # File descriptors kept for everything but client connections: the store, logs, the writer
 # process's pipes, outgoing HTTP, and connections accepted in one burst before they are counted.
 RESERVED_FILES = 128
