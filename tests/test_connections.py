@@ -34,7 +34,7 @@ from prefctl.emulator.serve import start_in_thread as start_emulator
 from prefctl.receiver import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.servers import exposure
 from prefctl.webhooks.signature import sign_header
-from tests.helpers import run_cli
+from tests.helpers import run_cli, wait_until
 from tests.receiver.asgi import CREDS, event_body
 
 TIMEOUT = 0.5  # the deadlines of the servers under attack, seconds
@@ -212,6 +212,10 @@ def test_receiver_at_the_ceiling_with_every_connection_busy_answers_503() -> Non
         try:
             for sock in busy:  # each in the middle of a body: none is idle
                 sock.sendall(head("/webhooks", 100) + b"{")
+            # Wait until the server has read them all (its own count), so that none still
+            # waits for a header and could be closed to make room.
+            connections = running._receiver.connections
+            wait_until(lambda: len(connections.open) == 8 and not connections.heads)
             with connect(running.port) as fresh:
                 answer, _ = until_closed(fresh, 10)
             assert answer.startswith(b"HTTP/1.1 503 ")
