@@ -8,7 +8,12 @@ In one run, with the same load, it measures:
   of DESIGN §12.1 for an ASGI app;
 - ``receiver``: ``prefctl -o json receive`` with verification on, its NDJSON lines going to a file.
   It answers the webhook path from its own uvicorn protocol class (``prefctl.receiver.protocol``),
-  without the ASGI layer the bare app goes through.
+  without the ASGI layer the bare app goes through (the fast path);
+- ``receiver-fallback``: the same command where uvicorn's version is reported outside the tested
+  range, so the start-up check sends every request through uvicorn and the ASGI app (the fallback
+  path a user gets when a uvicorn release changes the internals the fast path relies on).
+
+Each receiver runs with ``-v``, and the report gives the path its log says it used.
 
 Load: ``wrk`` with ``bench/receiver_sign.lua`` sending correctly signed ~1 KB events. wrk's LuaJIT
 cannot compute HMAC-SHA512, so this script signs a pool of requests in Python right before each
@@ -177,12 +182,23 @@ def start_bare(port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, __file__, "--serve-bare", str(port)], env=env)
 
 
-def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
+# ``prefctl`` with uvicorn's version reported outside the range the fast path was tested with.
+_FALLBACK_LAUNCH = (
+    "import sys, uvicorn; uvicorn.__version__ = '0.0.0'; sys.argv[0] = 'prefctl'; "
+    "from prefctl.__main__ import main; main()"
+)
+
+
+def start_receiver(
+    port: int, output: Path, log: Path, *, fallback: bool = False
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, HASHKEY_ENV: HASHKEY}
     env.pop("PREFCTL_HASHKEY", None)
     prefctl = Path(sys.executable).parent / "prefctl"
+    launch = [sys.executable, "-c", _FALLBACK_LAUNCH] if fallback else [str(prefctl)]
     command = [
-        str(prefctl),
+        *launch,
+        "-v",
         "-o",
         "json",
         "receive",
@@ -195,8 +211,16 @@ def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
         "--hashkey-env",
         HASHKEY_ENV,
     ]
-    with output.open("wb") as sink:
-        return subprocess.Popen(command, env=env, stdout=sink)
+    with output.open("wb") as sink, log.open("wb") as errors:
+        return subprocess.Popen(command, env=env, stdout=sink, stderr=errors)
+
+
+def path_in_log(log: Path) -> str:
+    """Which path the receiver's ``-v`` log says it served from: fast, fallback or unknown."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if "(the fallback path)" in text:
+        return "fallback"
+    return "fast" if "(the fast path)" in text else "unknown"
 
 
 def serve_bare(port: int) -> None:
@@ -254,7 +278,9 @@ def bench_server(
     elif name == "bare":
         process = start_bare(port)
     else:
-        process = start_receiver(port, output)
+        process = start_receiver(
+            port, output, tmp / f"{name}.log", fallback=name == "receiver-fallback"
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base + "/healthz", process)
@@ -278,7 +304,9 @@ def main() -> int:
     parser.add_argument("--connections", default="64,256", help="comma-separated wrk -c values")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
-        "--servers", default="nginx,bare,receiver", help="comma-separated subset to measure"
+        "--servers",
+        default="nginx,bare,receiver,receiver-fallback",
+        help="comma-separated subset to measure",
     )
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -297,15 +325,21 @@ def main() -> int:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as name:
         tmp = Path(name)
-        output = tmp / "receiver.ndjson"
         for server in args.servers.split(","):
+            output = tmp / f"{server}.ndjson"
             results.extend(bench_server(server, tmp, connections, args.duration, output))
+        output = tmp / "receiver.ndjson"
         logged = count_verified(output) if output.exists() else 0
-    report(results, logged, args.json)
+        paths = {
+            name: path_in_log(tmp / f"{name}.log")
+            for name in ("receiver", "receiver-fallback")
+            if (tmp / f"{name}.log").exists()
+        }
+    report(results, logged, args.json, paths)
     return 0
 
 
-def report(results: list[Result], logged: int, as_json: bool) -> None:
+def report(results: list[Result], logged: int, as_json: bool, paths: dict[str, str]) -> None:
     by = {(r.server, r.connections): r for r in results}
     checks = []
     low = min(r.connections for r in results)
@@ -333,6 +367,10 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
                 receiver_high.timeouts == 0 and receiver_high.errors == 0,
             )
         )
+        checks.append(("the receiver served from its fast path", paths.get("receiver") == "fast"))
+    if "receiver-fallback" in paths:
+        served = paths["receiver-fallback"] == "fallback"
+        checks.append(("receiver-fallback served from the fallback path", served))
     load = os.getloadavg()
     if as_json:
         print(
@@ -340,6 +378,7 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
                 {
                     "results": [asdict(r) for r in results],
                     "receiver_logged_verified": logged,
+                    "paths": paths,
                     "checks": [{"check": c, "ok": ok} for c, ok in checks],
                     "loadavg": load,
                 },
@@ -348,14 +387,14 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
         )
         return
     print(
-        f"{'server':<9} {'conns':>5} {'req/s':>8} {'verified/s':>10} {'p50 ms':>7} "
+        f"{'server':<17} {'conns':>5} {'req/s':>8} {'verified/s':>10} {'p50 ms':>7} "
         f"{'p99 ms':>7} {'timeouts':>8} {'errors':>6} {'RSS MiB':>7} {'CPU µs/req':>10}"
     )
     for r in results:
         rss = f"{r.rss_mib:.0f}" if r.rss_mib is not None else "-"
         cpu = f"{r.cpu_us_per_request:.1f}" if r.cpu_us_per_request is not None else "-"
         print(
-            f"{r.server:<9} {r.connections:>5} {r.requests_per_s:>8} {r.verified_per_s:>10} "
+            f"{r.server:<17} {r.connections:>5} {r.requests_per_s:>8} {r.verified_per_s:>10} "
             f"{r.p50_ms:>7} {r.p99_ms:>7} {r.timeouts:>8} {r.errors:>6} {rss:>7} {cpu:>10}"
         )
     for c in sorted({r.connections for r in results}):
@@ -371,8 +410,12 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
             )
         if nginx is not None:
             parts.append(f"receiver/nginx {rec.verified_per_s / nginx.verified_per_s:.0%}")
+        fallback = by.get(("receiver-fallback", c))
+        if fallback is not None:
+            parts.append(f"fallback/receiver {fallback.verified_per_s / rec.verified_per_s:.0%}")
         print(f"ratio at {c}: " + ", ".join(parts))
     print(f"receiver NDJSON lines with a valid signature and 200: {logged}")
+    print("paths served from: " + ", ".join(f"{n} {p}" for n, p in paths.items()))
     for check, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {check}")
     print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

@@ -13,6 +13,11 @@ it accepts what is waiting (up to ``ACCEPT_BATCH``), and hands each socket to uv
 ``connect_accepted_socket``, so the connection is then served by uvloop exactly as before (same
 transport, TCP_NODELAY, TLS). uvicorn reaches it through ``loop.create_server(…, sock=…)``;
 ``servers.run_server`` runs a uvicorn server on it.
+
+Given a ``ConnectionRegistry`` (``connections``), the listener keeps the server's connections at
+its ceiling: before it takes one more it asks ``make_room`` (which may close the connection that
+has waited longest for a request header), and when there is no room it answers the new client
+``503`` and closes, rather than leaving it unanswered.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefctl.connections import ConnectionRegistry
 
 __all__ = ["ACCEPT_BATCH", "GreedyListener", "new_event_loop"]
 
@@ -33,10 +41,13 @@ _RETRY_AFTER_SECONDS = 1.0  # out of file descriptors: pause accepting (asyncio 
 _log = logging.getLogger("prefctl.servers")
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A uvloop event loop whose ``create_server(sock=…)`` serves through a ``GreedyListener``."""
-    loop: asyncio.AbstractEventLoop = _loop_class()()
-    return loop
+def new_event_loop(connections: ConnectionRegistry | None = None) -> asyncio.AbstractEventLoop:
+    """A uvloop event loop whose ``create_server(sock=…)`` serves through a ``GreedyListener``
+    that keeps ``connections`` at their ceiling."""
+    loop: Any = _loop_class()()
+    loop.prefctl_connections = connections
+    result: asyncio.AbstractEventLoop = loop
+    return result
 
 
 @functools.cache
@@ -44,6 +55,8 @@ def _loop_class() -> type[asyncio.AbstractEventLoop]:
     import uvloop
 
     class Loop(uvloop.Loop):  # type: ignore[misc]
+        prefctl_connections: ConnectionRegistry | None = None
+
         async def create_server(  # type: ignore[override]
             self,
             protocol_factory: Callable[[], asyncio.BaseProtocol],
@@ -59,7 +72,9 @@ def _loop_class() -> type[asyncio.AbstractEventLoop]:
                 return await super().create_server(
                     protocol_factory, host, port, sock=sock, ssl=ssl, **options
                 )
-            return GreedyListener(self, protocol_factory, sock, ssl)
+            return GreedyListener(
+                self, protocol_factory, sock, ssl, connections=self.prefctl_connections
+            )
 
     return Loop
 
@@ -74,12 +89,22 @@ class GreedyListener:
         protocol_factory: Callable[[], asyncio.BaseProtocol],
         sock: socket.socket,
         ssl_context: ssl.SSLContext | None,
+        *,
+        connections: ConnectionRegistry | None = None,
     ) -> None:
         self._loop = loop
         self._factory = protocol_factory
         self._sock = sock
         self._ssl = ssl_context
         self._fd = sock.fileno()
+        self._connections = connections
+        self._quiet_until = 0.0
+        # A TLS client must finish its handshake within the header deadline.
+        self._tls_options: dict[str, Any] = (
+            {"ssl_handshake_timeout": connections.limits.header_timeout}
+            if ssl_context is not None and connections is not None
+            else {}
+        )
         self._handshakes: set[asyncio.Task[Any]] = set()
         self._serving = True
         sock.setblocking(False)
@@ -118,11 +143,32 @@ class GreedyListener:
                 self._loop.call_later(_RETRY_AFTER_SECONDS, self._resume)
                 return
             conn.setblocking(False)
-            connect = self._loop.connect_accepted_socket(self._factory, conn, ssl=self._ssl)
+            connections = self._connections
+            if connections is not None and not connections.make_room(len(self._handshakes)):
+                self._turn_away(conn)
+                continue
+            connect = self._loop.connect_accepted_socket(
+                self._factory, conn, ssl=self._ssl, **self._tls_options
+            )
             # Without TLS this completes on the next iteration; with TLS after the handshake.
             task = self._loop.create_task(connect)
             self._handshakes.add(task)
             task.add_done_callback(self._connected)
+
+    def _turn_away(self, conn: socket.socket) -> None:
+        """At the ceiling with no idle connection to close: answer 503 (plain HTTP) and close."""
+        from prefctl.connections import SERVER_BUSY
+
+        now = self._loop.time()
+        if now >= self._quiet_until:  # one line a second at most, under a flood
+            self._quiet_until = now + _RETRY_AFTER_SECONDS
+            _log.warning("at the connection limit: new connections are answered 503")
+        if self._ssl is None:
+            try:
+                conn.send(SERVER_BUSY)
+            except OSError:
+                pass
+        conn.close()
 
     def _connected(self, task: asyncio.Task[Any]) -> None:
         self._handshakes.discard(task)

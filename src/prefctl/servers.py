@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import threading
@@ -19,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import uvicorn
 
+    from prefctl.connections import ConnectionRegistry
+
+
+_log = logging.getLogger("prefctl.servers")
 
 # Addresses that bind every interface: clients on this machine reach such a server through
 # loopback, and from elsewhere by a name the server cannot know.
@@ -30,12 +35,36 @@ def is_wildcard_host(host: str) -> bool:
     return host in WILDCARD_HOSTS
 
 
-def run_server(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
+def exposure(host: str) -> str | None:
+    """Why binding ``host`` exposes the server beyond this machine; None for a loopback address."""
+    import ipaddress
+
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a host name: it may resolve to any interface
+        pass
+    shown = host or "''"
+    reach = "every interface" if is_wildcard_host(host) else shown
+    return (
+        f"--host {shown} is not a loopback address: other machines can reach this server "
+        f"on {reach}; it is meant for this machine"
+    )
+
+
+def run_server(
+    server: uvicorn.Server,
+    sockets: list[socket.socket],
+    connections: ConnectionRegistry | None = None,
+) -> None:
     """Serve on ``sockets`` until the server stops, on prefctl's event loop, which accepts a
-    burst of new connections at once (``server_loop``)."""
+    burst of new connections at once and keeps ``connections`` at their ceiling
+    (``server_loop``)."""
     from prefctl.server_loop import new_event_loop
 
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=lambda: new_event_loop(connections)) as runner:
         runner.run(server.serve(sockets=sockets))
 
 
@@ -46,8 +75,22 @@ def quiet_server(
 ) -> uvicorn.Server:
     """A uvicorn server that calls ``on_started`` once it listens and, on SIGINT or SIGTERM,
     calls ``on_signal`` and stops gracefully without re-raising the signal. Signals are only
-    handled when it runs on the main thread (a server in a test thread is stopped directly)."""
+    handled when it runs on the main thread (a server in a test thread is stopped directly).
+
+    It overrides three methods of ``uvicorn.Server`` that are not its public interface
+    (``startup``, ``capture_signals``, ``handle_exit``), after checking them
+    (``uvicorn_seams``). Without them it serves as uvicorn's own ``Server``: ``on_started`` is
+    then called by a watcher of the public ``started`` flag, and signals are uvicorn's (it stops
+    gracefully, then re-raises the signal, so the process's exit status tells of the signal).
+    """
     import uvicorn
+
+    from prefctl.uvicorn_seams import seam_problem
+
+    problem = seam_problem(uvicorn.Server, _SERVER_METHODS)
+    if problem is not None:
+        _log.info("signals are handled by uvicorn: %s", problem)
+        return _watched_server(config, on_started)
 
     class QuietServer(uvicorn.Server):  # type: ignore[misc]
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -74,4 +117,35 @@ def quiet_server(
             super().handle_exit(sig, frame)
 
     server: uvicorn.Server = QuietServer(config)
+    return server
+
+
+_SERVER_METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("startup", ("sockets",)),
+    ("capture_signals", ()),
+    ("handle_exit", ("sig", "frame")),
+)
+
+
+def _watched_server(config: uvicorn.Config, on_started: Callable[[], None]) -> uvicorn.Server:
+    """uvicorn's own ``Server``, through its public interface only (``serve``, ``started``,
+    ``should_exit``), calling ``on_started`` once it listens."""
+    import uvicorn
+
+    class WatchedServer(uvicorn.Server):  # type: ignore[misc]
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            watcher = asyncio.get_running_loop().create_task(self._watch())
+            try:
+                await super().serve(sockets=sockets)
+            finally:
+                watcher.cancel()
+
+        async def _watch(self) -> None:
+            while not self.started:
+                if self.should_exit:
+                    return
+                await asyncio.sleep(0.005)
+            on_started()
+
+    server: uvicorn.Server = WatchedServer(config)
     return server

@@ -338,7 +338,7 @@ def test_events_verify_explain_and_json_name_the_matching_encoding() -> None:
     args = ("events", "verify", *IDS, "-H", VECTOR_HEADER, "--now", VECTOR_TIMESTAMP)
     explained = run_cli(*args, "--explain", "--signature-encoding", "hex")
     assert explained.exit_code == 1
-    assert "given matches       Base64 of the raw digest" in explained.stdout
+    assert "given matches\tBase64 of the raw digest" in explained.stdout
     as_json = run_cli("-o", "json", *args, "--signature-encoding", "hex")
     assert (as_json.json["encoding"], as_json.json["matches_encoding"]) == ("hex", "raw")
     assert run_cli(*args).exit_code == 0

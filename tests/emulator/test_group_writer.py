@@ -54,6 +54,17 @@ class _Exit:
         os._exit(3)
 
 
+@dataclass(frozen=True)
+class _Hang:
+    """Closes the pipe of its answers and hangs, as a stuck writer process would."""
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        import os
+
+        os.close(1)
+        time.sleep(30)
+
+
 def _notes(ctx: EmulatorContext) -> list[str]:
     with open_store(ctx.store_path) as conn:
         return [row[0] for row in conn.execute("SELECT text FROM notes ORDER BY rowid")]
@@ -143,3 +154,34 @@ def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_wr
     assert answered == 0
     assert isinstance(failed, WriterProcessError)
     assert _notes(ctx) == []
+
+
+def test_group_writer_stuck_process_fails_its_writes_without_stalling_the_loop(
+    ctx: EmulatorContext,
+) -> None:
+    writer = GroupWriter(ctx)
+
+    async def run() -> tuple[object, float, int]:
+        loop = asyncio.get_running_loop()
+        gaps: list[float] = []
+
+        async def tick() -> None:  # what every other request sees of the loop meanwhile
+            last = loop.time()
+            while True:
+                await asyncio.sleep(0.01)
+                gaps.append(loop.time() - last)
+                last = loop.time()
+
+        ticker = asyncio.ensure_future(tick())
+        lost = await asyncio.gather(writer.run(_Hang()), return_exceptions=True)
+        ticker.cancel()
+        return lost[0], max(gaps), await writer.run(_Insert("after"))
+
+    try:
+        lost, longest_gap, count = asyncio.run(run())
+    finally:
+        writer.stop()
+    assert isinstance(lost, WriterProcessError)
+    assert "exit code -9" in str(lost)  # killed after a second
+    assert longest_gap < 0.5  # the loop went on (it used to stop for that second)
+    assert count == 1

@@ -217,12 +217,15 @@ def test_app_delay_fault_waits_on_the_clock() -> None:
     assert clock.now() - NOW == timedelta(seconds=35)
 
 
-def test_app_close_fault_without_a_transport_answers_nothing() -> None:
+def test_app_close_fault_without_a_transport_answers_500_and_closes() -> None:
+    # Without uvicorn's transport to abort (here: the app called directly), a sender gets what
+    # it retries as it would a reset: a 500 closing the connection.
     plan = FaultPlan(steps=(FaultStep(count=1, close=True),))
     app, verdicts = make_app(faults=FaultState(plan, random.Random(1)))
     answer = call(app, verdicts, headers=signed(), body=event_body())
-    assert answer.status is None
-    assert answer.verdict.status is None
+    assert answer.status == 500
+    assert answer.headers[b"connection"] == b"close"
+    assert answer.verdict.fault is not None
 
 
 # -- fuzzing: the real app with generated requests -----------------------------------------------

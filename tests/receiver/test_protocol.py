@@ -7,18 +7,23 @@ the same answers byte for byte, keep answers in order, and keep HTTP's connectio
 
 from __future__ import annotations
 
+import inspect
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prefctl.receiver import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.webhooks.signature import sign_header
+from tests.helpers import CliResult, free_port, run_cli, wait_until
 from tests.receiver.asgi import CREDS, event_body, handshake_body
 
 KEEP_ALIVE_SECONDS = 5  # uvicorn's timeout_keep_alive, which the receiver keeps
@@ -310,4 +315,137 @@ def test_protocol_and_asgi_app_agree_on_any_request(
         assert direct == via_asgi
     first, second = settled.wait_for(2)
     assert (first.status, first.reason, first.kind) == (second.status, second.reason, second.kind)
+    connection.close()
+
+
+# The fallback: with uvicorn's internals missing, renamed or raising, every request goes through
+# uvicorn and the ASGI app, and a user sees the same answers and lines (issue: a renamed private
+# attribute in a uvicorn release once made every signed webhook a 400, so dead-lettered).
+
+
+def refactor_uvicorn(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
+    """Replace uvicorn's httptools protocol by a copy with ``old`` renamed ``new`` throughout, as
+    an upstream refactor would; uvicorn's own loader then serves the copy too."""
+    from uvicorn.protocols.http import httptools_impl
+
+    source = inspect.getsource(httptools_impl)
+    assert old in source
+    module = types.ModuleType("refactored_httptools_impl")
+    exec(compile(source.replace(old, new), httptools_impl.__file__, "exec"), module.__dict__)
+    monkeypatch.setattr(httptools_impl, "HttpToolsProtocol", module.HttpToolsProtocol)
+
+
+def receive_cli(*args: str, send: Callable[[int], None]) -> tuple[list[dict[str, Any]], str]:
+    """Run ``prefctl -v -o json receive`` in this process (so monkeypatches apply), call
+    ``send(port)`` once it answers, then stop it; its NDJSON lines and its stderr."""
+    port = free_port()
+    result: list[CliResult] = []
+    flags = ("--client-id", CREDS.client_id, "--signature-user-id", CREDS.signature_user_id)
+    command = ["-v", "-o", "json", "receive", "--port", str(port), *flags, *args]
+    thread = threading.Thread(target=lambda: result.append(run_cli(*command)))
+    thread.start()
+    try:
+        wait_until(lambda: bool(result) or answers(port), timeout=15)
+        assert not result, result[0].stderr
+        send(port)
+    finally:
+        thread.join(30)
+    assert result, "prefctl receive did not stop"
+    return result[0].ndjson, result[0].stderr
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(request(b"", method="GET", target="/healthz", headers={}))
+            return sock.recv(12).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def signed_event_and_handshake(port: int) -> None:
+    """On one connection a health check (through the ASGI app), a handshake and a signed event;
+    a signed event on another."""
+    connection = Connection(port)
+    connection.send(request(b"", method="GET", target="/healthz", headers={}))
+    assert connection.answer().startswith(b"HTTP/1.1 200 ")
+    connection.send(request(handshake_body(), headers={"Content-Type": "application/json"}))
+    handshake = connection.answer()
+    assert handshake.startswith(b"HTTP/1.1 200 ")
+    assert orjson.loads(handshake.split(b"\r\n\r\n", 1)[1]) == {"validationResponse": "code-123"}
+    connection.send(request(event_body("evt-fallback-1")))
+    assert connection.answer().startswith(b"HTTP/1.1 200 ")
+    connection.close()
+    connection = Connection(port)
+    connection.send(request(event_body("evt-fallback-2")))
+    assert connection.answer().startswith(b"HTTP/1.1 200 ")
+    connection.close()
+
+
+def assert_lines_of(lines: list[dict[str, Any]]) -> None:
+    requests = [line for line in lines if line.get("type") == "request"]
+    assert [(r["kind"], r["status"], r["event_id"]) for r in requests] == [
+        ("handshake", 200, handshake_event_id()),
+        ("event", 200, "evt-fallback-1"),
+        ("event", 200, "evt-fallback-2"),
+    ]
+    assert [r["signature"] for r in requests[1:]] == ["valid", "valid"]
+
+
+def handshake_event_id() -> str:
+    return str(orjson.loads(handshake_body())["EventId"])
+
+
+def served_all_the_same(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the receiver through a handshake and two signed events, check every answer and line,
+    and return what it logged."""
+    monkeypatch.setenv("PREFCTL_HASHKEY", CREDS.hashkey)
+    lines, stderr = receive_cli("--exit-after", "2", send=signed_event_and_handshake)
+    assert_lines_of(lines)
+    return stderr
+
+
+def test_protocol_with_uvicorn_outside_the_tested_versions_serves_through_the_asgi_app(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "__version__", "0.99.0")
+    stderr = served_all_the_same(monkeypatch)
+    assert "go through the ASGI app (the fallback path): uvicorn 0.99.0 is outside" in stderr
+    assert stderr.count("fallback path") == 1
+
+
+def test_protocol_with_a_private_attribute_renamed_serves_through_the_asgi_app(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refactor_uvicorn(monkeypatch, "self.limit_concurrency", "self.concurrency_limit")
+    stderr = served_all_the_same(monkeypatch)
+    assert "(the fallback path): AttributeError" in stderr
+    assert "limit_concurrency" in stderr
+
+
+def test_protocol_when_uvicorns_internals_raise_while_serving_switches_to_the_asgi_app(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The start-up probe sees no request cycle; the first request after one goes through the
+    # ASGI app meets the renamed attribute while being served.
+    refactor_uvicorn(monkeypatch, "response_complete", "is_complete")
+    stderr = served_all_the_same(monkeypatch)
+    assert "answered in uvicorn's protocol (the fast path)" in stderr
+    assert "now go through the ASGI app (the fallback path)" in stderr
+    assert stderr.count("now go through") == 1
+
+
+def test_protocol_on_the_tested_uvicorn_uses_the_fast_path() -> None:
+    lines, stderr = receive_cli("--no-verify", "--exit-after", "1", send=one_event)
+    assert [line["event_id"] for line in lines if line["type"] == "request"] == ["evt-fast"]
+    assert "answered in uvicorn's protocol (the fast path)" in stderr
+    assert "fallback" not in stderr
+
+
+def one_event(port: int) -> None:
+    connection = Connection(port)
+    connection.send(request(event_body("evt-fast")))
+    assert connection.answer().startswith(b"HTTP/1.1 200 ")
     connection.close()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
 from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli.app import new_group
@@ -109,6 +110,10 @@ def start(
             help="From address of the alerts sent by SMTP.",
         ),
     ] = mail.DEFAULT_SENDER,
+    header_timeout: limits_options.HeaderTimeoutOption = limits_options.DEFAULT_HEADER_TIMEOUT,
+    body_timeout: limits_options.BodyTimeoutOption = limits_options.DEFAULT_BODY_TIMEOUT,
+    max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
+    max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Serve the token endpoint, JWKS and REST API on a SQLite store, and write profile 'local'.
 
@@ -132,6 +137,9 @@ def start(
         time_scale=time_scale,
         config_path=config_path(state.config_flag),
         smtp=smtp,
+        limits=limits_options.connection_limits(
+            header_timeout, body_timeout, max_header_bytes, max_connections
+        ),
     )
     if detach:
         from prefctl.emulator.daemon import start_detached
@@ -139,6 +147,7 @@ def start(
         with state.out.status("starting the emulator…"):
             record = start_detached(config, verbosity=state.verbosity)
         _print_ready(state, record.ready_record())
+        limits_options.warn_if_exposed(state.out, host)
         state.out.info(f"stop it with: {_stop_command(Path(record.data_dir))}")
         return
 
@@ -151,6 +160,7 @@ def start(
                 f"'{running.account.user_id}'; its credentials are in profile 'local'"
             )
         _print_ready(state, running.ready_record())
+        limits_options.warn_if_exposed(state.out, host)
         state.out.info("press Ctrl-C to stop")
 
     serve(config, on_ready=ready)

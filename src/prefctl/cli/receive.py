@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import get_state
 from prefctl.cli._output import Output, counted, to_json
 from prefctl.cli._signing import (
@@ -181,6 +182,10 @@ def receive(
             show_default=False,
         ),
     ] = None,
+    header_timeout: limits_options.HeaderTimeoutOption = limits_options.DEFAULT_HEADER_TIMEOUT,
+    body_timeout: limits_options.BodyTimeoutOption = limits_options.DEFAULT_BODY_TIMEOUT,
+    max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
+    max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Receive webhooks locally: answer handshakes, verify signatures, show every request.
 
@@ -242,11 +247,14 @@ def receive(
             tls_cert=tls_cert,
             tls_key=tls_key,
             client_ca=client_ca,
+            limits=limits_options.connection_limits(
+                header_timeout, body_timeout, max_header_bytes, max_connections
+            ),
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
         try:
-            summary = serve(config, on_ready=lambda info: _ready(out, writer, info))
+            summary = serve(config, on_ready=lambda info: _ready(out, writer, info, host))
         except ExitAfterNotReached as exc:
             shortfall = exc
             summary = exc.summary
@@ -331,7 +339,8 @@ def _exit_now(message: str, code: int) -> NoReturn:
     os._exit(code)
 
 
-def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
+def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any], host: str) -> None:
+    limits_options.warn_if_exposed(out, host)
     if out.json_mode:
         line = to_json(info, indent=False)
         writer.write(line, size=len(line))

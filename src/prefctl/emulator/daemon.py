@@ -202,6 +202,7 @@ def start_detached(
     argv += ["--data-dir", str(data_dir), "--time-scale", repr(config.time_scale)]
     if config.tls_cert is not None and config.tls_key is not None:
         argv += ["--tls-cert", str(config.tls_cert), "--tls-key", str(config.tls_key)]
+    argv += config.limits.cli_args()
     if config.smtp is not None:
         argv += config.smtp.cli_args()  # the password travels in the inherited environment
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

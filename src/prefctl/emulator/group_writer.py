@@ -80,6 +80,11 @@ class _Child:
         self.stdin = self.process.stdin.fileno()
         self.stdout = self.process.stdout.fileno()
         os.set_blocking(self.stdout, False)
+        # Written from the event loop: a frame the pipe cannot take at once waits for it to be
+        # writable (``_write``) instead of blocking the loop while the child is busy or stuck.
+        os.set_blocking(self.stdin, False)
+        self.unsent = memoryview(b"")
+        self.writing = False
         self.reader = FrameReader()
         self.sent: collections.deque[list[_Job]] = collections.deque()  # answered in order
         self.attached = True
@@ -154,13 +159,25 @@ class GroupWriter:
     def _send(self, child: _Child) -> None:
         count = min(len(self._waiting), self._max_batch)
         batch = [self._waiting.popleft() for _ in range(count)]
-        frame = memoryview(encode([job.payload for job in batch]))
+        child.unsent = memoryview(encode([job.payload for job in batch]))
         child.sent.append(batch)
+        self._write(child)
+
+    def _write(self, child: _Child) -> None:
         try:
-            while frame:  # a blocking pipe: the child is waiting for this frame
-                frame = frame[os.write(child.stdin, frame) :]
+            while child.unsent:
+                child.unsent = child.unsent[os.write(child.stdin, child.unsent) :]
+        except BlockingIOError:
+            if not child.writing:
+                child.writing = True
+                child.loop.add_writer(child.stdin, self._write, child)
+            return
         except OSError:
             self._lost(child)
+            return
+        if child.writing:
+            child.writing = False
+            child.loop.remove_writer(child.stdin)
 
     def _readable(self, child: _Child) -> None:
         try:
@@ -194,23 +211,27 @@ class GroupWriter:
             current = self._child is child or self._child is None
             if self._child is child:
                 self._child = None
-        try:  # its pipes close as it exits: its exit code follows at once, or it is stuck
-            code: int | None = child.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            code = None
-        error = WriterProcessError(
-            "the emulator's writer process stopped"
-            + (f" (exit code {code})" if code is not None else "")
-            + "; the write may not have been stored"
-        )
         lost = [job for batch in child.sent for job in batch]
         child.sent.clear()
         if current:
             lost += self._waiting
             self._waiting.clear()
-        for job in lost:
-            if not job.future.done():
-                job.future.set_exception(error)
+        # Its pipes close as it exits: its exit code is there at once, or soon; a stuck one is
+        # killed after a second. The event loop never waits for it: a thread does, and the
+        # writes it had fail once it is reaped (the error then says how it ended).
+        code = child.process.poll()
+        if code is not None:
+            _fail(lost, code)
+            return
+
+        def reap() -> None:
+            ended = _reap(child.process)
+            try:
+                child.loop.call_soon_threadsafe(_fail, lost, ended)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits for these writes
+                pass
+
+        threading.Thread(target=reap, name="prefctl-writer-reaper", daemon=True).start()
 
     def _detach(self, child: _Child) -> None:
         if not child.attached:
@@ -218,10 +239,32 @@ class GroupWriter:
         child.attached = False
         try:
             child.loop.remove_reader(child.stdout)
+            if child.writing:
+                child.writing = False
+                child.loop.remove_writer(child.stdin)
         except (ValueError, OSError, RuntimeError):
             pass
         assert child.process.stdout is not None
         child.process.stdout.close()
+
+
+def _reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for a writer process whose pipes closed (off the event loop); kill it if stuck."""
+    try:
+        return process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+def _fail(lost: list[_Job], code: int) -> None:
+    error = WriterProcessError(
+        f"the emulator's writer process stopped (exit code {code}); "
+        "the write may not have been stored"
+    )
+    for job in lost:
+        if not job.future.done():
+            job.future.set_exception(error)
 
 
 def group_writer(ctx: EmulatorContext) -> GroupWriter:

@@ -29,6 +29,7 @@ from typing import Any
 
 from prefctl.clock import Clock, SystemClock, utc_timestamp
 from prefctl.config import paths
+from prefctl.connections import ConnectionLimits, ConnectionRegistry, guarded_protocol
 from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
 from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.emulator import daemon
@@ -71,6 +72,7 @@ class EmulatorConfig:
     seed: int | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     smtp: SmtpSettings | None = None
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     def resolved_data_dir(self) -> Path:
         return paths.resolve_data_dir(self.data_dir)
@@ -80,6 +82,9 @@ class EmulatorConfig:
         if not 0 <= self.port <= 65535:
             raise UsageError(f"port must be 0 to 65535, not {self.port}")
         check_time_scale(self.time_scale)
+        problem = self.limits.problem()
+        if problem is not None:
+            raise UsageError(problem)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise UsageError("--tls-cert and --tls-key go together")
         for path in (self.tls_cert, self.tls_key):
@@ -181,6 +186,7 @@ class _Prepared:
     running: RunningEmulator
     uvicorn_config: Any
     sock: socket.socket
+    connections: ConnectionRegistry
 
 
 def serve(
@@ -211,7 +217,7 @@ def _serve(
     server = _make_server(prepared.uvicorn_config, started)
     running._server = server
     try:
-        run_server(server, [prepared.sock])
+        run_server(server, [prepared.sock], prepared.connections)
     finally:
         daemon.remove_pid_file(data_dir, os.getpid())
         running.context.close()
@@ -230,7 +236,7 @@ def start_in_thread(
 
     def run() -> None:
         try:
-            run_server(server, [prepared.sock])
+            run_server(server, [prepared.sock], prepared.connections)
         finally:
             ready.set()
 
@@ -280,11 +286,13 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
             settings={**config.settings, SMTP_SETTING: config.smtp},
         )
         app = create_app(ctx)
+        connections = ConnectionRegistry(config.limits)
         oauth.key_ring(ctx)  # create the signing key now rather than on the first request
         server_config = uvicorn.Config(
             app,
             host=config.host,
             port=sock.getsockname()[1],
+            http=guarded_protocol(connections),
             log_config=None,  # logs go through prefctl's redacting handler
             # Off unless -vvv shows it: uvicorn builds each access line's arguments (client
             # address, quoted path) before the logger drops it, ~2.5 µs a request.
@@ -322,7 +330,7 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
         config_path=config.config_path,
         ca_bundle=ca_bundle,
     )
-    return _Prepared(running, server_config, sock)
+    return _Prepared(running, server_config, sock, connections)
 
 
 def _bind(host: str, port: int) -> socket.socket:

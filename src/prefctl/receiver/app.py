@@ -28,6 +28,7 @@ No input makes it answer 5xx unless a fault or the forwarded handler asks for it
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -50,6 +51,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+_log = logging.getLogger("prefctl.receiver")
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 HEALTH_PATH = "/healthz"
@@ -464,10 +467,21 @@ async def _reset(send: Send) -> None:
     """Drop the connection without an answer (a TCP reset where possible).
 
     ASGI has no message for this, so it reaches the transport through uvicorn's ``send``, a bound
-    method of the request cycle; elsewhere (a test calling the app directly) it answers nothing.
+    method of its request cycle (``send.__self__.transport``), which is not uvicorn's public
+    interface. When that is not a transport (uvloop's are not ``asyncio.Transport`` instances:
+    checked by their methods) (another uvicorn, a test calling the app
+    directly), it answers ``500`` with ``Connection: close`` instead, which a sender retries as it
+    would a reset, and says so once in the log.
     """
-    transport = getattr(getattr(send, "__self__", None), "transport", None)
-    if transport is None or transport.is_closing():
+    transport: Any = getattr(getattr(send, "__self__", None), "transport", None)
+    if not all(callable(getattr(transport, name, None)) for name in _TRANSPORT_METHODS):
+        global _reset_unavailable_logged
+        if not _reset_unavailable_logged:
+            _reset_unavailable_logged = True
+            _log.warning("connections cannot be reset here: the reset fault answers 500 instead")
+        await _RESET_FALLBACK.send(send)
+        return
+    if transport.is_closing():
         return
     sock = transport.get_extra_info("socket")
     if sock is not None:
@@ -480,6 +494,11 @@ async def _reset(send: Send) -> None:
     # Let uvicorn see the disconnection before the app returns, so it does not answer 500.
     await asyncio.sleep(0)
     await asyncio.sleep(0)
+
+
+_reset_unavailable_logged = False
+_TRANSPORT_METHODS = ("abort", "is_closing", "get_extra_info")
+_RESET_FALLBACK = Answer(500, b"", close=True)
 
 
 async def _nothing() -> None:

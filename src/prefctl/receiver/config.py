@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock
+from prefctl.connections import ConnectionLimits
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH
 from prefctl.receiver.faults import FaultPlan
@@ -58,6 +59,7 @@ class ReceiverConfig:
     tls_key: Path | None = None
     client_ca: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     clock: Clock = field(default_factory=SystemClock)
     rng: random.Random = field(default_factory=random.Random)
     on_verdicts: Sink | None = None
@@ -109,6 +111,9 @@ class ReceiverConfig:
             return "--client-ca (mTLS) needs --tls-cert and --tls-key", None
         if self.max_body_bytes < 1024:
             return "the body limit must be at least 1024 bytes", None
+        limits = self.limits.problem()
+        if limits is not None:
+            return limits, None
         return None
 
     @property

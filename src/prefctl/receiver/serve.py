@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prefctl.connections import ConnectionRegistry
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import ReceiverApp
 from prefctl.receiver.config import (
@@ -168,6 +169,7 @@ class _Receiver:
         self._server: _Server | None = None
         self._faults: FaultState | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.connections = ConnectionRegistry(config.limits)
         self._stop_requested = False
         self.timed_out = False
 
@@ -184,7 +186,7 @@ class _Receiver:
 
     def run(self, on_ready: Callable[[dict[str, Any]], None] | None = None) -> ReceiverSummary:
         try:
-            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            with asyncio.Runner(loop_factory=lambda: new_event_loop(self.connections)) as runner:
                 runner.run(self._main(on_ready))
         finally:
             self.sock.close()
@@ -237,7 +239,7 @@ class _Receiver:
                 tls_cert=config.tls_cert,
                 tls_key=config.tls_key,
                 client_ca=config.client_ca,
-                http=webhook_protocol(app),
+                http=webhook_protocol(app, self.connections),
             ),
             on_started=lambda: on_ready(info) if on_ready else None,
         )
