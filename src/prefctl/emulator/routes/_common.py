@@ -57,6 +57,7 @@ __all__ = [
     "ACCOUNT_PREFIX",
     "JSON_MEDIA_TYPE",
     "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
     "PROBLEM_MEDIA_TYPE",
     "WRITE_LOCK_KEY",
     "EventsRead",
@@ -76,6 +77,7 @@ __all__ = [
     "accepts",
     "account_router",
     "account_url",
+    "check_depth",
     "connection",
     "created",
     "direct",
@@ -103,6 +105,8 @@ JSON_MEDIA_TYPE = "application/json"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 # Request bodies above this size are refused with 413 while they are read (prefctl.emulator.api).
 MAX_BODY_BYTES = 1024 * 1024
+# Levels of arrays and objects in a JSON request body at most (see ``check_depth``).
+MAX_JSON_DEPTH = 64
 # The ``EmulatorContext.shared`` key of the writer lock (see ``write_lock``).
 WRITE_LOCK_KEY = "store.write_lock"
 _REALM = 'Bearer realm="prefctl-emulator"'
@@ -458,15 +462,39 @@ async def raw_body(request: Request) -> bytes:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The JSON value of a request body; 400 when it is not JSON."""
+    """The JSON value of a request body; 400 when it is not JSON, or nested deeper than
+    ``MAX_JSON_DEPTH``."""
     if not raw.strip():
         raise ProblemError(400, "Invalid request body", "the request body is empty")
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ProblemError(
             400, "Invalid request body", f"the request body is not valid JSON: {exc}"
         ) from None
+    check_depth(raw, value, "the request body")
+    return value
+
+
+def check_depth(raw: bytes, value: Any, what: str) -> None:
+    """400 when ``value`` (parsed from ``raw``) nests arrays and objects more than
+    ``MAX_JSON_DEPTH`` levels deep: no resource of the API is nested more than a few levels, and
+    a value nested hundreds deep fails to pickle for the writer process or to be stored."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep: the common case, without a walk
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(MAX_JSON_DEPTH):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise ProblemError(
+        400, "Invalid request body", f"{what} is nested more than {MAX_JSON_DEPTH} levels deep"
+    )
 
 
 def validate(model: type[M], data: Any) -> M:
