@@ -60,6 +60,8 @@ class EmulatorContext:
     time_scale: float = 1.0
     settings: dict[str, Any] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
+    # Why the store cannot serve, once a request found it damaged (``/healthz`` then says 503).
+    store_fault: str | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
     _shared: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -153,10 +155,15 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
 
     @app.get("/healthz", summary="Readiness", response_model=None)
     def healthz() -> JSONResponse:
-        try:
-            ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
-        except sqlite3.Error:
-            return JSONResponse({"status": "unavailable", "pid": os.getpid()}, status_code=503)
+        fault = ctx.store_fault
+        if fault is None:
+            try:
+                ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                fault = f"the store cannot be read: {exc}"
+        if fault is not None:
+            unavailable = {"status": "unavailable", "reason": fault, "pid": os.getpid()}
+            return JSONResponse(unavailable, status_code=503)
         return JSONResponse(
             {
                 "status": "ready",

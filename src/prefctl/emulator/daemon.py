@@ -190,7 +190,10 @@ def start_detached(
 ) -> PidRecord:
     """Start ``prefctl emulator start`` as a background process and wait (bounded) until its
     ``/healthz`` answers. Its output goes to ``emulator.log`` in the data dir."""
+    from prefctl.emulator.serve import probe_port
+
     config.validate()
+    probe_port(config.host, config.port)  # a busy port fails before anything is created
     data_dir = config.resolved_data_dir()
     make_private_dir(data_dir, "the data folder")
     ensure_not_running(data_dir)

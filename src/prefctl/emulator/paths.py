@@ -46,13 +46,16 @@ def log_path(data_dir: Path) -> Path:
 
 
 def ensure_private_store(data_dir: Path) -> Path:
-    """Create the data dir (0700) and an empty store file (0600) if missing; the store's path.
+    """Create the data dir (0700) and a migrated store (0600) if missing; the store's path.
 
     SQLite creates its -wal and -shm files with the main file's mode, so they stay private too.
+    An existing store that is empty is refused (``store.db.refuse_emptied``): it lost its data.
     """
+    from prefctl.store.db import create_store, refuse_emptied
+
     make_private_dir(data_dir, "the data folder")
     path = store_path(data_dir)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-    os.chmod(path, 0o600)
+    refuse_emptied(path)
+    if not path.exists():
+        create_store(path)
     return path

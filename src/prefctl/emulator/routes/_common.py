@@ -50,7 +50,7 @@ from starlette.types import Receive, Scope, Send
 
 from prefctl.emulator.app import API_PATH, EmulatorContext
 from prefctl.emulator.oauth import InvalidTokenError, Principal, authenticate_bearer
-from prefctl.errors import AuthError, NotFoundError, PrefctlError, UsageError
+from prefctl.errors import AuthError, DiskFullError, NotFoundError, PrefctlError, UsageError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "raw_body",
     "require",
     "require_media_type",
+    "store_problem",
     "validate",
     "write_lock",
 ]
@@ -191,7 +192,9 @@ def problem_response(problem: Problem, headers: Mapping[str, str] | None = None)
 def problem_for(exc: PrefctlError) -> ProblemError:
     """The problem a core error becomes: NotFoundError 404, UsageError 400, InvalidTokenError
     401, AuthError 403, any other PrefctlError 409 (the request conflicts with the state of the
-    resource, e.g. an import already executed)."""
+    resource, e.g. an import already executed); DiskFullError 507 (see ``store_problem``)."""
+    if isinstance(exc, DiskFullError):
+        return _disk_full()
     if isinstance(exc, NotFoundError):
         return ProblemError(404, "Not Found", exc.message)
     if isinstance(exc, UsageError):
@@ -201,6 +204,31 @@ def problem_for(exc: PrefctlError) -> ProblemError:
     if isinstance(exc, AuthError):
         return ProblemError(403, "Forbidden", exc.message)
     return ProblemError(409, "Conflict", exc.message)
+
+
+def store_problem(exc: BaseException) -> ProblemError | None:
+    """The problem a failure of the store becomes, or None when it is not one the emulator
+    expects (a bug: 500). A full disk is a 507 (nothing of the write was stored); a store locked
+    by another process past the busy timeout a 503 with ``Retry-After``; a damaged store file a
+    503 (``/healthz`` then answers 503 too)."""
+    from prefctl.store.db import is_busy, is_damaged, is_disk_full
+
+    if is_disk_full(exc):
+        return _disk_full()
+    if is_busy(exc):  # a long admin command held the write lock
+        detail = "the store is busy; retry in a moment"
+        return ProblemError(503, "Service Unavailable", detail, headers={"Retry-After": "1"})
+    if is_damaged(exc):
+        detail = "the emulator's store is damaged and cannot be read; its log names the file"
+        return ProblemError(503, "Service Unavailable", detail)
+    return None
+
+
+def _disk_full() -> ProblemError:
+    detail = (
+        "the disk of the emulator's store is full: nothing was written; retry once it has space"
+    )
+    return ProblemError(507, "Insufficient Storage", detail)
 
 
 def account_url(request: Request, *segments: object) -> str:
