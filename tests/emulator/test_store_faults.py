@@ -130,7 +130,7 @@ def _damage(store: Path, pages: int) -> None:
     data = bytearray(store.read_bytes())
     rng = random.Random(18)
     count = len(data) // 4096
-    for page in rng.sample(range(count // 2, count), pages):
+    for page in rng.sample(range(count // 4, count), pages):
         data[page * 4096 : (page + 1) * 4096] = rng.randbytes(4096)
     store.write_bytes(bytes(data))
 
@@ -180,3 +180,35 @@ def test_emulator_start_on_an_emptied_store_is_exit_2_and_keeps_profile_local(
     assert "is empty" in one_line_error(admin, 2)
     assert config_path.read_text() == profiles_before
     assert emulator.store_path.stat().st_size == 0
+
+
+def test_emulator_store_damaged_while_serving_is_503_and_turns_healthz_to_503(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    store = _filled_store(data_dir)
+    emulator = start_in_thread(EmulatorConfig(port=0, data_dir=data_dir))
+    try:
+        assert httpx.get(f"{emulator.url}/healthz").status_code == 200
+        token = issue_token(emulator)
+        _damage(store, pages=60)
+        statuses = []
+        with _client(emulator.url, emulator.account.service_client_id, token) as api:
+            cursor = None
+            for _ in range(20):  # a bound: 300 profiles in pages of 100
+                answer = api.get(
+                    "/profiles", params={"limit": 100, **({"cursor": cursor} if cursor else {})}
+                )
+                statuses.append(answer.status_code)
+                if answer.status_code != 200 or not answer.json().get("NextCursor"):
+                    break
+                cursor = answer.json()["NextCursor"]
+        health = httpx.get(f"{emulator.url}/healthz")
+    finally:
+        emulator.stop()
+
+    assert statuses[-1] == 503, statuses
+    assert "damaged" in answer.json()["detail"]
+    assert health.status_code == 503
+    assert health.json()["status"] == "unavailable"
+    assert str(store) in health.json()["reason"]

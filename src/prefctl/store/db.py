@@ -92,11 +92,16 @@ def is_disk_full(exc: BaseException) -> bool:
 
 
 def is_damaged(exc: BaseException) -> bool:
-    """Whether ``exc`` says the store file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB)."""
+    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
+    that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     text = str(exc)
-    return _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB) or "malformed" in text
+    return (
+        _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
+        or "malformed" in text
+        or text.startswith("Could not decode to UTF-8")
+    )
 
 
 def disk_full(path: Path | str | None) -> DiskFullError:
