@@ -103,9 +103,9 @@ def test_emulator_start_on_a_full_disk_is_one_line_exit_2(
     emulator = start_in_thread(EmulatorConfig(port=0, data_dir=data_dir))
     emulator.stop()
     filler = small_disk / "filler"
-    with filler.open("wb") as out:  # fill what is left
+    with filler.open("wb") as out:  # fill what is left (2 MiB at most)
         try:
-            while True:
+            for _ in range(2 * 1024 * 1024 // 65536 + 1):
                 out.write(b"\0" * 65536)
                 out.flush()
         except OSError:
@@ -115,9 +115,11 @@ def test_emulator_start_on_a_full_disk_is_one_line_exit_2(
     on_a_new_store = run_cli(
         "emulator", "start", "--port", "0", "--data-dir", str(small_disk / "new")
     )
+    detached = run_cli("emulator", "start", "--detach", "--port", "0", "--data-dir", str(data_dir))
 
     assert "is full" in one_line_error(result, 2)
     assert "is full" in one_line_error(on_a_new_store, 2)
+    assert "is full" in one_line_error(detached, 2)
     assert not (small_disk / "new" / "emulator.db").exists()  # no empty store left behind
     filler.unlink()  # room for SQLite to open the store and check it
     assert _integrity(emulator.store_path) == "ok"

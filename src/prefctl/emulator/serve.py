@@ -275,7 +275,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
 
     data_dir = config.resolved_data_dir()
     clock = config.clock or SystemClock()
-    _check_free_space(data_dir)
+    check_free_space(data_dir)
     with admin.open_admin_store(data_dir) as conn:
         _check_store(conn, data_dir)
         boot = admin.bootstrap(conn, clock)
@@ -352,7 +352,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
 MIN_FREE_BYTES = 1024 * 1024
 
 
-def _check_free_space(data_dir: Path) -> None:
+def check_free_space(data_dir: Path) -> None:
     """Refuse to start on a disk without room to write (exit 2): every write would fail."""
     try:
         disk = os.statvfs(data_dir)
