@@ -5,7 +5,8 @@ process exit code. Each error carries a ``hint`` that tells the user what to do 
 
     PrefctlError                exit 1  the operation failed (API error, check failed, wait not met)
     ├── UsageError              exit 2  bad flags, arguments or input files
-    │   └── ConfigError         exit 2  missing, unreadable or invalid configuration
+    │   ├── ConfigError         exit 2  missing, unreadable or invalid configuration
+    │   └── DiskFullError       exit 2  the disk is full: the write was not stored
     ├── AuthError               exit 3  authentication or permission refused
     ├── NotFoundError           exit 4  the thing asked for does not exist
     └── UnreachableError        exit 5  the service could not be reached or timed out
@@ -47,6 +48,11 @@ class UsageError(PrefctlError):
 
 class ConfigError(UsageError):
     """Configuration that is missing, unreadable or invalid."""
+
+
+class DiskFullError(UsageError):
+    """A write found the disk full (SQLite's "database or disk is full", ENOSPC): nothing of it
+    was stored, and what was stored before is intact. The emulator answers it with 507."""
 
 
 class AuthError(PrefctlError):

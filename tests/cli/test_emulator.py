@@ -210,18 +210,24 @@ def test_reset_refuses_while_a_dispatcher_runs_on_the_store(tmp_path: Path) -> N
     assert not store.exists()
 
 
-def test_start_on_a_busy_port_is_one_line_exit_2(config_path: Path) -> None:
+@pytest.mark.parametrize("detach", [[], ["--detach"]])
+def test_start_on_a_busy_port_is_one_line_exit_2_and_creates_nothing(
+    config_path: Path, detach: list[str]
+) -> None:
+    data_dir = Path(os.environ["PREFCTL_DATA_DIR"])
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
 
-        result = run_cli("emulator", "start", "--port", str(port))
+        result = run_cli("emulator", "start", "--port", str(port), *detach)
 
     line = one_line_error(result, 2)
     assert f"127.0.0.1:{port} is already in use" in line
     assert "--port" in line
     assert result.stdout == ""
+    assert not data_dir.exists()  # no data dir, no store, no account
+    assert not config_path.exists()  # profile 'local' not written
 
 
 @pytest.mark.parametrize("scale", ["0", "-2"])

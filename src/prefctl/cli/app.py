@@ -468,15 +468,15 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
         return int(exc.exit_code)
     import sqlite3
 
-    if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
+    from prefctl.store.db import BUSY_TIMEOUT_MS, DAMAGED_HINT, is_busy, is_damaged, is_disk_full
+
+    if is_damaged(exc):
         # A store damaged on disk (a failing disk, a copy taken mid-write): not a bug of prefctl.
-        out.error(
-            f"the store is damaged: {exc}",
-            "check it with sqlite3 FILE 'PRAGMA integrity_check'; restore a copy, or start"
-            " afresh with 'prefctl emulator reset'",
-        )
+        out.error(f"the store is damaged: {exc}", DAMAGED_HINT)
         return EXIT_USAGE
-    from prefctl.store.db import BUSY_TIMEOUT_MS, is_busy
+    if isinstance(exc, sqlite3.Error) and is_disk_full(exc):  # outside a store transaction
+        out.error(f"the disk is full: {exc}", "free some space on it and try again")
+        return EXIT_USAGE
 
     if is_busy(exc):  # another process held the store's write lock for the whole busy timeout
         out.error(

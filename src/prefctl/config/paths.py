@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from prefctl.config import ENV_DATA_DIR
-from prefctl.private_files import make_private_dir
 
 STORE_FILE = "emulator.db"
 PID_FILE = "emulator.pid"
@@ -43,16 +42,3 @@ def pid_path(data_dir: Path) -> Path:
 
 def log_path(data_dir: Path) -> Path:
     return data_dir / LOG_FILE
-
-
-def ensure_private_store(data_dir: Path) -> Path:
-    """Create the data dir (0700) and an empty store file (0600) if missing; the store's path.
-
-    SQLite creates its -wal and -shm files with the main file's mode, so they stay private too.
-    """
-    make_private_dir(data_dir, "the data folder")
-    path = store_path(data_dir)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-    os.chmod(path, 0o600)
-    return path

@@ -27,14 +27,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from prefctl.config.paths import ensure_private_store
 from prefctl.dispatcher.replay_model import ReplayConfig, ReplayOutcome, ReplaySummary
 from prefctl.dispatcher.replay_queue import ReplayItem, select
 from prefctl.dispatcher.replay_wait import engine_running, wait_final
 from prefctl.errors import UsageError
 from prefctl.store import accounts, dispatcher_state, settings, subscriptions
 from prefctl.store.accounts import Account
-from prefctl.store.db import open_store, transaction
+from prefctl.store.db import ensure_private_store, open_store, transaction
 from prefctl.store.deliveries import enqueue
 from prefctl.store.events import insert_events
 from prefctl.store.timestamps import epoch

@@ -26,7 +26,7 @@ from prefctl.config import paths
 from prefctl.errors import NotFoundError, PrefctlError, UsageError
 from prefctl.store import accounts, tokens
 from prefctl.store.accounts import PERMISSIONS, Account, LocalCredentials, OAuthClient, User
-from prefctl.store.db import open_store, transaction
+from prefctl.store.db import ensure_private_store, open_store, transaction
 from prefctl.store.timestamps import epoch
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Revocation:
 @contextmanager
 def open_admin_store(data_dir: Path) -> Iterator[sqlite3.Connection]:
     """The data dir's store (created 0600 and migrated if needed), closed when the block ends."""
-    with open_store(paths.ensure_private_store(data_dir)) as conn:
+    with open_store(ensure_private_store(data_dir)) as conn:
         yield conn
 
 

@@ -10,7 +10,8 @@
    request validation (400, ``errors: [{field, message}]`` with the wire path of each field),
    Starlette's HTTP errors (404 for an unknown path, 405 with ``Allow``), and anything unexpected
    (500, logged; the test suite fuzzes the API to prove none happen). A store still locked by
-   another process after the busy timeout is a 503 with ``Retry-After``;
+   another process after the busy timeout is a 503 with ``Retry-After``, a full disk a 507, a
+   damaged store file a 503 (see ``routes._common.store_problem``; the log says why);
 3. refuses request bodies over ``MAX_BODY_BYTES`` with 413: at once when ``Content-Length`` says
    so, else while the body is read, so an oversized body is never held in memory;
 4. serves an OpenAPI at ``/openapi.json`` that says so: FastAPI's 422 answers replaced by the 400
@@ -46,13 +47,16 @@ from prefctl.emulator.routes._common import (
     MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
     ProblemError,
+    get_ctx,
     lane_routes,
     permission_of,
     problem_for,
     problem_response,
+    store_problem,
 )
-from prefctl.errors import PrefctlError
+from prefctl.errors import DiskFullError, PrefctlError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
+from prefctl.store.db import is_damaged, is_disk_full
 
 __all__ = ["BodyLimit", "register"]
 
@@ -131,7 +135,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         RequestValidationError: _on_validation_error,
         PrefctlError: _on_prefctl_error,
         ClientDisconnect: _on_client_disconnect,
-        sqlite3.OperationalError: _on_store_error,
+        sqlite3.DatabaseError: _on_store_error,
         Exception: _on_unexpected_error,
     }
     for exc_class, handler in handlers.items():
@@ -185,7 +189,9 @@ async def _on_validation_error(_request: Request, exc: RequestValidationError) -
     return problem_response(problem_from_validation_errors(errors, title=title))
 
 
-async def _on_prefctl_error(_request: Request, exc: PrefctlError) -> Response:
+async def _on_prefctl_error(request: Request, exc: PrefctlError) -> Response:
+    if isinstance(exc, DiskFullError):
+        _log_store_fault(request, exc)
     problem = problem_for(exc)
     return problem_response(problem.problem, problem.headers)
 
@@ -195,19 +201,35 @@ async def _on_client_disconnect(_request: Request, _exc: ClientDisconnect) -> Re
     return problem_response(ProblemError(400, "Client Disconnected").problem)
 
 
-async def _on_store_error(request: Request, exc: sqlite3.OperationalError) -> Response:
-    if "locked" not in str(exc) and "busy" not in str(exc):
+async def _on_store_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
+    problem = store_problem(exc)
+    if problem is None:
         return await _on_unexpected_error(request, exc)
-    # Another process held the store's write lock past the busy timeout (a long admin command).
-    problem = Problem(
-        title="Service Unavailable",
-        status=503,
-        detail="the store is busy; retry in a moment",
-    )
-    return problem_response(problem, {"Retry-After": "1"})
+    _log_store_fault(request, exc)
+    return problem_response(problem.problem, problem.headers)
+
+
+def _log_store_fault(request: Request, exc: BaseException) -> None:
+    """Say in the log why a write or read failed (a full disk, a damaged store file); a damaged
+    store also turns ``/healthz`` to 503."""
+    ctx = get_ctx(request)
+    if is_damaged(exc):
+        reason = ctx.store_fault = f"the store {ctx.store_path} is damaged: {exc}"
+    elif isinstance(exc, DiskFullError):
+        reason = str(exc)
+    elif isinstance(exc, sqlite3.Error) and is_disk_full(exc):
+        reason = f"the disk of the store {ctx.store_path} is full: {exc}"
+    elif is_disk_full(exc):
+        reason = f"the disk is full: {exc}"
+    else:
+        return  # busy: an ordinary wait, not a fault
+    log.error("%s (%s %s)", reason, request.method, request.url.path)
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
+    if is_disk_full(exc):  # a file other than the store (OSError ENOSPC)
+        _log_store_fault(request, exc)
+        return problem_response(problem_for(DiskFullError("the disk is full")).problem)
     # Starlette re-raises after answering, so the server logs the traceback once.
     log.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path)
     problem = Problem(

@@ -62,10 +62,15 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
 
     @app.get("/healthz", summary="Readiness", response_model=None)
     def healthz() -> JSONResponse:
-        try:
-            ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
-        except sqlite3.Error:
-            return JSONResponse({"status": "unavailable", "pid": os.getpid()}, status_code=503)
+        fault = ctx.store_fault
+        if fault is None:
+            try:
+                ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                fault = f"the store cannot be read: {exc}"
+        if fault is not None:
+            unavailable = {"status": "unavailable", "reason": fault, "pid": os.getpid()}
+            return JSONResponse(unavailable, status_code=503)
         return JSONResponse(
             {
                 "status": "ready",

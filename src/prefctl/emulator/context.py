@@ -43,6 +43,8 @@ class EmulatorContext:
     time_scale: float = 1.0
     settings: dict[str, Any] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
+    # Why the store cannot serve, once a request found it damaged (``/healthz`` then says 503).
+    store_fault: str | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
     _shared: dict[str, Any] = field(default_factory=dict, repr=False)

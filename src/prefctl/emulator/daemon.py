@@ -190,9 +190,13 @@ def start_detached(
 ) -> PidRecord:
     """Start ``prefctl emulator start`` as a background process and wait (bounded) until its
     ``/healthz`` answers. Its output goes to ``emulator.log`` in the data dir."""
+    from prefctl.emulator.serve import check_free_space, probe_port
+
     config.validate()
+    probe_port(config.host, config.port)  # a busy port fails before anything is created
     data_dir = config.resolved_data_dir()
     make_private_dir(data_dir, "the data folder")
+    check_free_space(data_dir)  # said here: on a full disk the child's log would stay empty
     ensure_not_running(data_dir)
     log_file = paths.log_path(data_dir)
     argv = [sys.executable, "-m", "prefctl", "-" + "v" * max(1, verbosity)]

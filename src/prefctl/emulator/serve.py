@@ -21,8 +21,10 @@ import logging
 import os
 import random
 import socket
+import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,13 @@ from prefctl.emulator.local_profile import (
     ca_bundle_for,
     write_local_profile,
 )
-from prefctl.errors import PrefctlError, UnreachableError, UsageError
+from prefctl.errors import DiskFullError, PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
 from prefctl.private_files import make_private_dir
 from prefctl.servers import run_server
-from prefctl.store.db import in_use
+from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use, is_disk_full
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
@@ -194,29 +198,38 @@ def serve(
 ) -> None:
     """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
     config.validate()
-    data_dir = config.resolved_data_dir()
-    make_private_dir(data_dir, "the data folder")
-    with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
-        daemon.ensure_not_running(data_dir)  # one that started before locks existed
-        _serve(config, data_dir, on_ready)
+    sock = _bind(config.host, config.port)  # a busy port fails before anything is created
+    try:
+        data_dir = config.resolved_data_dir()
+        with disk_full_refused():
+            make_private_dir(data_dir, "the data folder")
+        with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
+            daemon.ensure_not_running(data_dir)  # one that started before locks existed
+            _serve(config, data_dir, sock, on_ready)
+    finally:
+        sock.close()
 
 
 def _serve(
     config: EmulatorConfig,
     data_dir: Path,
+    sock: socket.socket,
     on_ready: Callable[[RunningEmulator], None] | None,
 ) -> None:
-    prepared = _prepare(config)
+    prepared = _prepare(config, sock)
     running = prepared.running
 
     def started() -> None:
-        daemon.write_pid_file(data_dir, _pid_record(running))
         if on_ready is not None:
             on_ready(running)
 
     server = _make_server(prepared.uvicorn_config, started)
     running._server = server
     try:
+        # Before the server starts, which would log a failure here (a full disk) as a traceback;
+        # the socket listens already, so ``status`` finds it answering at once.
+        with disk_full_refused():
+            daemon.write_pid_file(data_dir, _pid_record(running))
         run_server(server, [prepared.sock], prepared.connections)
     finally:
         daemon.remove_pid_file(data_dir, os.getpid())
@@ -229,7 +242,8 @@ def start_in_thread(
     config: EmulatorConfig, *, timeout: float = START_TIMEOUT_SECONDS
 ) -> RunningEmulator:
     """Start the emulator on a background thread of this process; returns once it listens."""
-    prepared = _prepare(config)
+    config.validate()
+    prepared = _prepare(config, _bind(config.host, config.port))
     running = prepared.running
     ready = threading.Event()
     server = _make_server(prepared.uvicorn_config, ready.set)
@@ -251,15 +265,26 @@ def start_in_thread(
     return running
 
 
-def _prepare(config: EmulatorConfig) -> _Prepared:
+def _prepare(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
+    """Everything but serving, on the socket bound already (closed if this fails)."""
+    try:
+        with disk_full_refused():
+            return _prepare_on(config, sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     import uvicorn
 
     from prefctl.emulator import admin, oauth
 
-    config.validate()
     data_dir = config.resolved_data_dir()
     clock = config.clock or SystemClock()
+    check_free_space(data_dir)
     with admin.open_admin_store(data_dir) as conn:
+        _check_store(conn, data_dir)
         boot = admin.bootstrap(conn, clock)
     register_secret(boot.credentials.client_secret)
     register_secret(boot.account.hashkey)
@@ -272,7 +297,6 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
         signature_user_id=boot.account.signature_user_id,
         environment=boot.account.environment,
     )
-    sock = _bind(config.host, config.port)
     ctx: EmulatorContext | None = None
     try:
         scheme = "https" if config.tls_cert else "http"
@@ -315,7 +339,6 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
                 ca_bundle=ca_bundle,
             )
     except BaseException:
-        sock.close()
         if ctx is not None:
             ctx.close()
         raise
@@ -331,6 +354,58 @@ def _prepare(config: EmulatorConfig) -> _Prepared:
         ca_bundle=ca_bundle,
     )
     return _Prepared(running, server_config, sock, connections)
+
+
+# Free space the data dir's disk must have for the emulator to start (its store's write-ahead
+# log, the pid file): with less, every write would fail.
+MIN_FREE_BYTES = 1024 * 1024
+
+
+def check_free_space(data_dir: Path) -> None:
+    """Refuse to start on a disk without room to write (exit 2): every write would fail."""
+    try:
+        disk = os.statvfs(data_dir)
+    except OSError:
+        return  # not knowable here: the writes themselves will say
+    free = disk.f_bavail * disk.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise DiskFullError(
+            f"the disk of {data_dir} is full ({free // 1024} KiB free; the emulator needs"
+            f" {MIN_FREE_BYTES // 1024} KiB to start)",
+            hint="free some space on it, or use another --data-dir; the store is intact",
+        )
+
+
+def _check_store(conn: sqlite3.Connection, data_dir: Path) -> None:
+    """Refuse to serve a damaged store (exit 2, naming the file)."""
+    if not check_integrity(conn, paths.store_path(data_dir)):
+        log.warning(
+            "the store %s was not checked: it is too large to check in %g s",
+            paths.store_path(data_dir),
+            QUICK_CHECK_SECONDS,
+        )
+
+
+@contextmanager
+def disk_full_refused() -> Iterator[None]:
+    """A full disk met while starting (ENOSPC writing a file) as one line, exit 2."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        where = f" of {exc.filename}" if exc.filename else ""
+        raise DiskFullError(
+            f"the disk{where} is full: the emulator cannot start",
+            hint="free some space on it, or use another --data-dir",
+        ) from None
+
+
+def probe_port(host: str, port: int) -> None:
+    """UsageError when ``host:port`` cannot be listened on now (in use, unknown host): what
+    ``--detach`` checks before it creates the data dir, as its child binds the port itself."""
+    if port != 0:
+        _bind(host, port).close()
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -10,9 +10,10 @@ Each frame the child reads is one batch: a list of pickled jobs, each a callable
 runs them in one transaction, each in its own savepoint, commits, and answers one frame: a list of
 ``(ok, value)`` in the batch's order, the job's result or the exception it raised (one that cannot
 be pickled comes back as a ``RuntimeError`` naming it). A job that raises is rolled back alone; a
-failed BEGIN or COMMIT fails every job of its batch. End of input ends the child. SIGINT is
-ignored: a terminal's Ctrl-C reaches the whole process group, and the parent stops the child
-itself once its own writes are done.
+failed BEGIN or COMMIT fails every job of its batch, and so does a job after which SQLite has
+rolled the whole transaction back itself (a full disk: ``DiskFullError``). End of input ends the
+child. SIGINT is ignored: a terminal's Ctrl-C reaches the whole process group, and the parent
+stops the child itself once its own writes are done.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def run_batch(conn: sqlite3.Connection, jobs: Sequence[bytes]) -> list[Outcome]:
                     with transaction(conn):  # a savepoint: this write alone on failure
                         outcomes.append((True, job(conn)))
                 except Exception as exc:  # handed back to the route awaiting this write
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole batch back (a full disk): none of it is
+                        # stored, and a next job would run, and commit, on its own.
+                        raise
                     outcomes.append((False, exc))
     except Exception as exc:  # BEGIN or COMMIT failed: nothing of the batch is stored
         kept = [outcome if not outcome[0] else (False, exc) for outcome in outcomes]

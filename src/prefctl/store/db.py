@@ -10,14 +10,17 @@ never fails half-way on a lock upgrade.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
 
-from prefctl.errors import ConfigError, UsageError
-from prefctl.private_files import locked
+from prefctl.config import paths
+from prefctl.errors import ConfigError, DiskFullError, UsageError
+from prefctl.private_files import locked, make_private_dir
 
 BUSY_TIMEOUT_MS = 30_000
 # How long opening a store waits while ``emulator reset`` deletes it (a few milliseconds).
@@ -38,7 +41,9 @@ def connect(path: Path | str) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         if is_busy(exc):  # not a bad store: a busy one (the CLI says so)
             raise
-        raise ConfigError(f"cannot open the store {path}: {exc}") from None
+        if is_disk_full(exc):
+            raise disk_full(path) from None
+        raise ConfigError(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
     return conn
 
 
@@ -66,6 +71,65 @@ def is_busy(exc: BaseException) -> bool:
         or "database is busy" in text
         or "database table is locked" in text
     )
+
+
+# SQLite's primary result codes (https://www.sqlite.org/rescode.html).
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_NOTADB = 26
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full: SQLite's SQLITE_FULL ("database or disk is full")
+    or an OSError ENOSPC (or EDQUOT: over the user's quota)."""
+    if isinstance(exc, sqlite3.Error):
+        return _code(exc) == SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
+    that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    text = str(exc)
+    return (
+        _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
+        or "malformed" in text
+        or text.startswith("Could not decode to UTF-8")
+    )
+
+
+def disk_full(path: Path | str | None) -> DiskFullError:
+    """The error of a write refused for want of space on the disk of ``path``."""
+    where = f" of the store {path}" if path else ""
+    return DiskFullError(
+        f"the disk{where} is full: nothing was written",
+        hint="free some space on it and try again; what was stored before is intact",
+    )
+
+
+DAMAGED_HINT = (
+    "check it with: sqlite3 FILE 'PRAGMA integrity_check'; restore a copy, or start afresh with"
+    " 'prefctl emulator reset'"
+)
+
+
+def _damaged_hint(exc: BaseException) -> str | None:
+    return DAMAGED_HINT if is_damaged(exc) else None
+
+
+def _store_file(conn: sqlite3.Connection) -> str | None:
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[2]) if row is not None and row[2] else None
 
 
 def in_use(path: Path | str) -> AbstractContextManager[None]:
@@ -100,10 +164,15 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        # After some errors (a full disk, an I/O error) SQLite has rolled the transaction back
+        # itself: a ROLLBACK would then fail and hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if is_disk_full(exc):
+            raise disk_full(_store_file(conn)) from exc
         raise
-    conn.execute("COMMIT")
 
 
 def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
@@ -132,9 +201,14 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("SAVEPOINT nested")
     try:
         yield
-    except BaseException:
-        conn.execute("ROLLBACK TO nested")
-        conn.execute("RELEASE nested")
+    except BaseException as exc:
+        # Not in a transaction any more: SQLite rolled the whole of it back (a full disk), so
+        # the enclosing transaction fails as well (``conn.in_transaction`` tells its caller).
+        if conn.in_transaction:
+            conn.execute("ROLLBACK TO nested")
+            conn.execute("RELEASE nested")
+        if is_disk_full(exc):
+            raise disk_full(_store_file(conn)) from exc
         raise
     conn.execute("RELEASE nested")
 
@@ -148,10 +222,93 @@ def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
     with in_use(path):
         conn = connect(path)
         try:
-            migrate(conn)
+            try:
+                migrate(conn)
+            except sqlite3.DatabaseError as exc:
+                if is_damaged(exc):
+                    raise _damaged(Path(path), exc) from None
+                raise
             yield conn
         finally:
             conn.close()
+
+
+def create_store(path: Path) -> None:
+    """Create a migrated store at ``path`` (mode 0600) unless one exists, atomically: it is
+    built beside it and linked into place, so ``path`` never exists as an empty file (an empty
+    one is a store that lost its data: see ``refuse_emptied``)."""
+    from prefctl.store.migrations import migrate
+
+    scratch = path.with_name(f".{path.name}.new-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.chmod(scratch, 0o600)
+        with closing(connect(scratch)) as conn:
+            migrate(conn)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            os.link(scratch, path)
+        except FileExistsError:
+            pass  # another command created it meanwhile: theirs is as good
+    except DiskFullError:
+        raise disk_full(path) from None
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(path) from None
+        raise
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+
+
+def refuse_emptied(path: Path) -> None:
+    """ConfigError (exit 2) when the store at ``path`` exists but is empty (0 bytes, no
+    write-ahead log): its account and credentials are lost, and opening it would silently make a
+    new account whose credentials no profile holds."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    wal = Path(f"{path}-wal")
+    if size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+        raise ConfigError(
+            f"the store {path} is empty (0 bytes): its account and credentials are lost",
+            hint="restore it from a copy, or run 'prefctl emulator reset' to start a new account"
+            " (profile 'local' then gets new credentials)",
+        )
+
+
+# How long the start-up check of a store may take at most (see ``check_integrity``).
+QUICK_CHECK_SECONDS = 5.0
+
+
+def check_integrity(
+    conn: sqlite3.Connection, path: Path, *, timeout: float = QUICK_CHECK_SECONDS
+) -> bool:
+    """ConfigError (exit 2) naming ``path`` when SQLite's ``PRAGMA quick_check`` finds the store
+    damaged. Bounded by ``timeout``: a store too large to check in that time is not checked
+    (returns False; True when it was checked and is sound)."""
+    deadline = time.monotonic() + timeout
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    try:
+        rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            return False
+        raise _damaged(path, exc) from None
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(path, exc) from None
+    finally:
+        conn.set_progress_handler(None, 0)
+    problems = [str(row[0]) for row in rows if row[0] != "ok"]
+    if problems:
+        raise _damaged(path, "; ".join(problems))
+    return True
+
+
+def _damaged(path: Path, reason: object) -> ConfigError:
+    return ConfigError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
 
 
 _STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"
@@ -209,3 +366,17 @@ def execute_rows(
         returned += conn.execute(statement(size), params).fetchall()
         start += size
     return returned
+
+
+def ensure_private_store(data_dir: Path) -> Path:
+    """Create the data dir (0700) and a migrated store (0600) if missing; the store's path.
+
+    SQLite creates its -wal and -shm files with the main file's mode, so they stay private too.
+    An existing store that is empty is refused (``store.db.refuse_emptied``): it lost its data.
+    """
+    make_private_dir(data_dir, "the data folder")
+    path = paths.store_path(data_dir)
+    refuse_emptied(path)
+    if not path.exists():
+        create_store(path)
+    return path

@@ -122,6 +122,24 @@ def test_import_records_that_are_not_objects_are_400(api: Api) -> None:
     assert assert_problem(bad_line, 400)["errors"][0]["field"] == "line 2"
 
 
+def test_import_records_nested_hundreds_deep_are_400_and_nothing_is_staged(api: Api) -> None:
+    import_id = _initiate(api)
+    deep = b'{"CustomerName": ' + b'{"a": ' * 300 + b"1" + b"}" * 300 + b"}"
+
+    as_json = api.post(
+        f"/imports/{import_id}/records",
+        content=b"[" + deep + b"]",
+        headers={"Content-Type": "application/json"},
+    )
+    as_lines = api.post(
+        f"/imports/{import_id}/records", content=b"{}\n" + deep, headers={"Content-Type": NDJSON}
+    )
+
+    assert "the request body is nested more than 64" in assert_problem(as_json, 400)["detail"]
+    assert "line 2 is nested more than 64" in assert_problem(as_lines, 400)["detail"]
+    assert api.get(f"/imports/{import_id}").json()["TotalRecords"] == 0
+
+
 def test_import_records_as_text_are_415(api: Api) -> None:
     import_id = _initiate(api)
 

@@ -138,6 +138,12 @@ def test_apply_json_patch_numbers_compare_by_value() -> None:
         ([{"op": "move", "path": "/a"}], "[0].from"),
         ([{"op": "move", "from": "/a", "path": "/a/b"}], "[0].from"),
         (["add"], "[0]"),
+        # Members of the wrong JSON kind (issue 18: a list op was a TypeError, a 500).
+        ([{"op": ["add"], "path": "/a", "value": 1}], "[0].op"),
+        ([{"op": {}, "path": "/a", "value": 1}], "[0].op"),
+        ([{"op": 1, "path": "/a", "value": 1}], "[0].op"),
+        ([{"op": "add", "path": ["/a"], "value": 1}], "[0].path"),
+        ([{"op": "copy", "from": {"a": 1}, "path": "/b"}], "[0].from"),
     ],
 )
 def test_apply_json_patch_malformed_document_names_the_fault(patch: Any, field: str) -> None:
@@ -145,6 +151,24 @@ def test_apply_json_patch_malformed_document_names_the_fault(patch: Any, field: 
         apply_json_patch({"a": {}}, patch)
 
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("op", "said"),
+    [
+        (["add"], "not a JSON array"),
+        ({}, "not a JSON object"),
+        (True, "not a JSON boolean"),
+        (None, "is required"),
+        ("x" * 1000, "not '" + "x" * 40 + "'…"),
+    ],
+)
+def test_apply_json_patch_op_of_another_kind_is_named_by_its_kind(op: Any, said: str) -> None:
+    with pytest.raises(PatchDocumentError) as caught:
+        apply_json_patch({}, [{"op": op, "path": "/a", "value": 1}])
+
+    assert said in caught.value.message
+    assert len(caught.value.message) < 120
 
 
 def test_apply_json_patch_checks_the_whole_document_before_applying() -> None:

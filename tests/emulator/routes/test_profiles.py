@@ -271,6 +271,34 @@ def test_patch_failing_test_is_409_and_changes_nothing(api: Api) -> None:
     assert api.event_types(profile["ProfileId"]) == ["profile.created"]
 
 
+@pytest.mark.parametrize("op", [["add"], {}, 7])
+def test_patch_op_that_is_not_a_string_is_400_and_changes_nothing(api: Api, op: Any) -> None:
+    profile = api.create_profile({"Tags": ["a"]})
+
+    answer = api.patch(f"/profiles/{profile['ProfileId']}", [{"op": op, "path": "/Tags/-"}])
+
+    problem = assert_problem(answer, 400)
+    assert problem["errors"][0]["field"] == "[0].op"
+    assert api.get(f"/profiles/{profile['ProfileId']}").json()["Tags"] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("media_type", "body"),
+    [
+        (JSON_PATCH, '[{"op": "add", "path": "/Tags/-", "value": %s}]' % ("[" * 500 + "]" * 500)),
+        (MERGE_PATCH, '{"CustomerName": %s}' % ('{"a": ' * 500 + "1" + "}" * 500)),
+    ],
+)
+def test_patch_document_nested_hundreds_deep_is_400(api: Api, media_type: str, body: str) -> None:
+    profile = api.create_profile({})
+
+    answer = api.client.patch(
+        f"/profiles/{profile['ProfileId']}", content=body, headers={"Content-Type": media_type}
+    )
+
+    assert "nested more than 64 levels" in assert_problem(answer, 400)["detail"]
+
+
 def test_patch_path_that_does_not_exist_is_409(api: Api) -> None:
     profile = api.create_profile({})
 

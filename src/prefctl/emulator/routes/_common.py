@@ -55,13 +55,14 @@ from prefctl.emulator.oauth import (
     authenticate_bearer,
     one_authorization,
 )
-from prefctl.errors import AuthError, NotFoundError, PrefctlError, UsageError
+from prefctl.errors import AuthError, DiskFullError, NotFoundError, PrefctlError, UsageError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
 
 __all__ = [
     "ACCOUNT_PREFIX",
     "JSON_MEDIA_TYPE",
     "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
     "PROBLEM_MEDIA_TYPE",
     "WRITE_LOCK_KEY",
     "EventsRead",
@@ -81,6 +82,7 @@ __all__ = [
     "accepts",
     "account_router",
     "account_url",
+    "check_depth",
     "connection",
     "created",
     "direct",
@@ -96,6 +98,7 @@ __all__ = [
     "raw_body",
     "require",
     "require_media_type",
+    "store_problem",
     "validate",
     "write_lock",
 ]
@@ -108,6 +111,8 @@ JSON_MEDIA_TYPE = "application/json"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 # Request bodies above this size are refused with 413 while they are read (prefctl.emulator.api).
 MAX_BODY_BYTES = 1024 * 1024
+# Levels of arrays and objects in a JSON request body at most (see ``check_depth``).
+MAX_JSON_DEPTH = 64
 # The ``EmulatorContext.shared`` key of the writer lock (see ``write_lock``).
 WRITE_LOCK_KEY = "store.write_lock"
 _REALM = 'Bearer realm="prefctl-emulator"'
@@ -192,7 +197,9 @@ def problem_response(problem: Problem, headers: Mapping[str, str] | None = None)
 def problem_for(exc: PrefctlError) -> ProblemError:
     """The problem a core error becomes: NotFoundError 404, UsageError 400, InvalidTokenError
     401, AuthError 403, any other PrefctlError 409 (the request conflicts with the state of the
-    resource, e.g. an import already executed)."""
+    resource, e.g. an import already executed); DiskFullError 507 (see ``store_problem``)."""
+    if isinstance(exc, DiskFullError):
+        return _disk_full()
     if isinstance(exc, NotFoundError):
         return ProblemError(404, "Not Found", exc.message)
     if isinstance(exc, UsageError):
@@ -202,6 +209,31 @@ def problem_for(exc: PrefctlError) -> ProblemError:
     if isinstance(exc, AuthError):
         return ProblemError(403, "Forbidden", exc.message)
     return ProblemError(409, "Conflict", exc.message)
+
+
+def store_problem(exc: BaseException) -> ProblemError | None:
+    """The problem a failure of the store becomes, or None when it is not one the emulator
+    expects (a bug: 500). A full disk is a 507 (nothing of the write was stored); a store locked
+    by another process past the busy timeout a 503 with ``Retry-After``; a damaged store file a
+    503 (``/healthz`` then answers 503 too)."""
+    from prefctl.store.db import is_busy, is_damaged, is_disk_full
+
+    if is_disk_full(exc):
+        return _disk_full()
+    if is_busy(exc):  # a long admin command held the write lock
+        detail = "the store is busy; retry in a moment"
+        return ProblemError(503, "Service Unavailable", detail, headers={"Retry-After": "1"})
+    if is_damaged(exc):
+        detail = "the emulator's store is damaged and cannot be read; its log names the file"
+        return ProblemError(503, "Service Unavailable", detail)
+    return None
+
+
+def _disk_full() -> ProblemError:
+    detail = (
+        "the disk of the emulator's store is full: nothing was written; retry once it has space"
+    )
+    return ProblemError(507, "Insufficient Storage", detail)
 
 
 def account_url(request: Request, *segments: object) -> str:
@@ -465,15 +497,39 @@ async def raw_body(request: Request) -> bytes:
 
 
 def parse_json(raw: bytes) -> Any:
-    """The JSON value of a request body; 400 when it is not JSON."""
+    """The JSON value of a request body; 400 when it is not JSON, or nested deeper than
+    ``MAX_JSON_DEPTH``."""
     if not raw.strip():
         raise ProblemError(400, "Invalid request body", "the request body is empty")
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ProblemError(
             400, "Invalid request body", f"the request body is not valid JSON: {exc}"
         ) from None
+    check_depth(raw, value, "the request body")
+    return value
+
+
+def check_depth(raw: bytes, value: Any, what: str) -> None:
+    """400 when ``value`` (parsed from ``raw``) nests arrays and objects more than
+    ``MAX_JSON_DEPTH`` levels deep: no resource of the API is nested more than a few levels, and
+    a value nested hundreds deep fails to pickle for the writer process or to be stored."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep: the common case, without a walk
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(MAX_JSON_DEPTH):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise ProblemError(
+        400, "Invalid request body", f"{what} is nested more than {MAX_JSON_DEPTH} levels deep"
+    )
 
 
 def validate(model: type[M], data: Any) -> M:

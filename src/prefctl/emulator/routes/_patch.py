@@ -35,6 +35,17 @@ _MEMBERS: dict[str, tuple[str, ...]] = {
     "copy": ("from",),
     "test": ("value",),
 }
+# JSON's names of the kinds of values.
+_KINDS: dict[type, str] = {
+    bool: "boolean",
+    str: "string",
+    int: "number",
+    float: "number",
+    dict: "object",
+    list: "array",
+}
+# Characters of a string member quoted in an error message at most.
+_SHOWN_CHARS = 40
 
 
 class PatchDocumentError(ValueError):
@@ -98,10 +109,9 @@ def _check_document(operations: Any) -> list[Checked]:
         if not isinstance(operation, dict):
             raise PatchDocumentError(where, "an operation is a JSON object")
         op = operation.get("op")
-        if op not in _MEMBERS:
-            raise PatchDocumentError(
-                f"{where}.op", f"must be one of {', '.join(_MEMBERS)}, not {op!r}"
-            )
+        # A list or an object is no member of _MEMBERS, and cannot be looked up in it.
+        if not isinstance(op, str) or op not in _MEMBERS:
+            raise PatchDocumentError(f"{where}.op", _expected(f"one of {', '.join(_MEMBERS)}", op))
         path = _pointer(operation, "path", where)
         source = _pointer(operation, "from", where) if "from" in _MEMBERS[op] else None
         if "value" in _MEMBERS[op] and "value" not in operation:
@@ -117,11 +127,23 @@ def _check_document(operations: Any) -> list[Checked]:
 def _pointer(operation: dict[str, Any], member: str, where: str) -> list[str]:
     value = operation.get(member)
     if not isinstance(value, str):
-        raise PatchDocumentError(f"{where}.{member}", "is required and must be a JSON Pointer")
+        raise PatchDocumentError(f"{where}.{member}", _expected("a JSON Pointer", value))
     try:
         return parse_pointer(value)
     except ValueError as exc:
         raise PatchDocumentError(f"{where}.{member}", str(exc)) from None
+
+
+def _expected(what: str, value: Any) -> str:
+    """The message for a member that is not ``what``: a string value is quoted (and cut, as it
+    may be long), any other by its JSON kind."""
+    if value is None:
+        return f"is required: {what}"
+    if isinstance(value, str):
+        shown = repr(value) if len(value) <= _SHOWN_CHARS else repr(value[:_SHOWN_CHARS]) + "…"
+    else:
+        shown = f"a JSON {_kind(value)}"
+    return f"must be {what}, not {shown}"
 
 
 def _is_prefix(prefix: Sequence[str], path: Sequence[str]) -> bool:
@@ -229,9 +251,7 @@ def _index(items: list[Any], token: str, *, allow_end: bool) -> int:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "boolean", str: "string", int: "number", float: "number"}.get(
-        type(value), type(value).__name__
-    )
+    return _KINDS.get(type(value), type(value).__name__)
 
 
 def _json_equal(left: Any, right: Any) -> bool:

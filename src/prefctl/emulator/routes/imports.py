@@ -48,6 +48,7 @@ from prefctl.emulator.routes._common import (
     accepts,
     account_router,
     account_url,
+    check_depth,
     connection,
     created,
     get_ctx,
@@ -219,6 +220,7 @@ def _records(raw: bytes, *, ndjson: bool) -> list[dict[str, Any]]:
                         f"line {number} is not valid JSON: {exc}",
                         [{"field": f"line {number}", "message": "not valid JSON"}],
                     ) from None
+                check_depth(line, values[-1], f"line {number}")
     else:
         values = parse_json(raw)
         if not isinstance(values, list):
