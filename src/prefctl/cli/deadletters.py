@@ -198,6 +198,7 @@ def redrive(
     """
     from prefctl.clock import SystemClock
     from prefctl.dispatcher import deadletters, operations
+    from prefctl.emulator import daemon
     from prefctl.store.timestamps import epoch
 
     state = get_state()
@@ -224,7 +225,7 @@ def redrive(
             f"left {len(left)} of deleted subscription(s) {ids}: they have nowhere to go;"
             " 'prefctl replay --dead-lettered --to URL' re-delivers them"
         )
-    if records and not operations.emulator_serving(path):
+    if records and not daemon.serves(path):
         state.out.info(
             "no emulator serves this store: 'prefctl dispatcher run' delivers them "
             f"(--store {path})"

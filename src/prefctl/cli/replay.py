@@ -154,6 +154,7 @@ def replay(
     from prefctl.dispatcher.replay import ReplayConfig, ReplayTarget
     from prefctl.dispatcher.replay import replay as run_replay
     from prefctl.dispatcher.replay_queue import ReplaySource
+    from prefctl.emulator import daemon
 
     from_id = subscription_id(store, from_subscription)
     target_id = subscription_id(store, subscription)
@@ -194,6 +195,7 @@ def replay(
             time_scale=time_scale,
             credentials=_profile_credentials,
             on_progress=_progress_bar(stack),
+            served=daemon.serves,
         )
         summary = run_replay(config)
     _render(summary)

@@ -38,7 +38,6 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DELIVERY_STATES",
     "DeliveryTimeline",
-    "emulator_serving",
     "iter_deliveries",
     "list_deliveries",
     "open_existing_store",
@@ -64,17 +63,6 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
     from prefctl.config.paths import resolve_data_dir, store_path
 
     return store_path(resolve_data_dir(data_dir))
-
-
-def emulator_serving(store: Path) -> bool:
-    """Whether an emulator started with ``prefctl emulator start`` serves ``store`` right now
-    (its data dir holds the store and a live pid file); its dispatcher then delivers the queue."""
-    from prefctl.config import paths
-    from prefctl.emulator import daemon
-
-    if store.name != paths.STORE_FILE:
-        return False
-    return daemon.status(store.parent).running
 
 
 @contextmanager

@@ -29,11 +29,11 @@ Replay waits until every replayed delivery is delivered or dead-lettered, or ``t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prefctl.clock import Clock
-from prefctl.dispatcher.operations import emulator_serving, open_existing_store
+from prefctl.dispatcher.operations import open_existing_store
 from prefctl.dispatcher.replay_direct import replay_to_url
 from prefctl.dispatcher.replay_model import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -82,7 +82,8 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
     store_path = config.store_path
     dispatcher = config.dispatcher
     if dispatcher == "auto":
-        dispatcher = "emulator" if emulator_serving(store_path) else "in_process"
+        served = config.served is not None and config.served(store_path)
+        dispatcher = "emulator" if served else "in_process"
     with open_existing_store(store_path) as conn:
         selection = select(conn, config.source)
         now = epoch(config.clock.now())
@@ -98,7 +99,7 @@ async def _replay(config: ReplayConfig) -> ReplaySummary:
             ids, left = requeued.ids, requeued.of_deleted_subscriptions
         ids = list(dict.fromkeys(ids))  # two dead letters of one event → one delivery
         if config.wait and ids and dispatcher == "emulator":
-            serving = _Serving(store_path, config.clock)
+            serving = _Serving(store_path, config.clock, config.served)
             watch = serving.still if config.dispatcher == "auto" else None
             await wait_final(conn, ids, config, started, keep_waiting=watch)
             if serving.stopped:  # the emulator stopped meanwhile: deliver the rest here
@@ -116,16 +117,20 @@ class _Serving:
     ``EMULATOR_CHECK_SECONDS``: a replay whose emulator stops (``emulator stop``, a crash) goes on
     with the engine in-process instead of waiting out its timeout for deliveries nobody makes."""
 
-    def __init__(self, store_path: Path, clock: Clock) -> None:
+    def __init__(
+        self, store_path: Path, clock: Clock, served: Callable[[Path], bool] | None
+    ) -> None:
         self.store_path = store_path
         self.clock = clock
+        self.served = served
         self.checked = clock.monotonic()
         self.stopped = False
 
     async def still(self) -> bool:
         if self.clock.monotonic() - self.checked >= EMULATOR_CHECK_SECONDS:
             self.checked = self.clock.monotonic()
-            self.stopped = not await asyncio.to_thread(emulator_serving, self.store_path)
+            served = self.served
+            self.stopped = served is None or not await asyncio.to_thread(served, self.store_path)
         return not self.stopped
 
 

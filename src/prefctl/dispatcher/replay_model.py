@@ -180,6 +180,9 @@ class ReplayConfig:
     rng: random.Random = field(default_factory=random.Random)
     credentials: Callable[[], SigningCredentials] | None = None
     on_progress: Callable[[ReplayProgress], None] | None = None
+    # Whether an emulator serves the store and so delivers what replay queues (``auto``); without
+    # it, ``auto`` runs the engine in this process. ``prefctl replay`` passes the emulator's check.
+    served: Callable[[Path], bool] | None = None
 
     def check(self) -> None:
         self.source.check()

@@ -127,6 +127,12 @@ def status(data_dir: Path, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> Emulato
     return EmulatorStatus("unresponsive", data_dir, record.pid, record.url)
 
 
+def serves(store: Path) -> bool:
+    """Whether an emulator started with ``prefctl emulator start`` serves ``store`` right now
+    (its data dir holds the store and a live pid file); its dispatcher then delivers the queue."""
+    return store.name == paths.STORE_FILE and status(store.parent).running
+
+
 def ensure_not_running(data_dir: Path) -> None:
     """UsageError when an emulator already serves from ``data_dir``."""
     current = status(data_dir)
