@@ -28,7 +28,7 @@ comparison of the receiver with the bare app.
 Every wrk run opens its connections afresh, so the measurement includes their start-up. That is
 deliberate: with libuv's one accept per loop iteration, 256 connections opened against a busy
 server took seconds to be accepted (the p99 near 1 s and the timeouts once seen at 256); the
-servers now accept every waiting connection at once (``prefctl.server_loop``), and this bench
+servers now accept every waiting connection at once (``prefctl.servers.loop``), and this bench
 keeps showing whether they do.
 
 Targets: ≥ 12,000 verified requests/s at 64 connections and ≥ 90 % of the bare app; p99 < 50 ms at

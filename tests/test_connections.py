@@ -1,4 +1,4 @@
-"""What a hostile client can hold in the receiver and the emulator (``prefctl.connections``).
+"""What a hostile client can hold in the receiver and the emulator (``prefctl.servers.connections``).
 
 Each test runs the attack against a real server on 127.0.0.1 — a socket that sends nothing, a
 header dripped a byte at a time, a body that never completes, a huge header, more idle
@@ -21,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from prefctl.connections import (
+from prefctl.emulator.serve import EmulatorConfig, RunningEmulator
+from prefctl.emulator.serve import start_in_thread as start_emulator
+from prefctl.receiver import ReceiverConfig, RunningReceiver, start_in_thread
+from prefctl.servers.connections import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -29,10 +32,7 @@ from prefctl.connections import (
     ConnectionLimits,
     ConnectionRegistry,
 )
-from prefctl.emulator.serve import EmulatorConfig, RunningEmulator
-from prefctl.emulator.serve import start_in_thread as start_emulator
-from prefctl.receiver import ReceiverConfig, RunningReceiver, start_in_thread
-from prefctl.servers import exposure
+from prefctl.servers.server import exposure
 from prefctl.webhooks.signature import sign_header
 from tests.helpers import run_cli, wait_until
 from tests.receiver.asgi import CREDS, event_body

@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from prefctl.uvicorn_seams import TESTED_UVICORN
+from prefctl.servers.seams import TESTED_UVICORN
 
 ROOT = Path(__file__).resolve().parents[1]
 BORROWED = ("uvicorn", "fastapi")  # dependencies whose internals prefctl uses

@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 from prefctl.receiver.serve import bind_socket
-from prefctl.server_loop import GreedyListener, new_event_loop
+from prefctl.servers.loop import GreedyListener, new_event_loop
 
 BURST = 40
 

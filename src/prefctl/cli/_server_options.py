@@ -1,5 +1,5 @@
 """The options that bound client connections, shared by ``prefctl receive`` and
-``prefctl emulator start`` (``prefctl.connections``; docs/receiver.md, docs/emulator.md)."""
+``prefctl emulator start`` (``prefctl.servers.connections``; docs/receiver.md, docs/emulator.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import typer
 from prefctl.cli._output import Output
 
 if TYPE_CHECKING:
-    from prefctl.connections import ConnectionLimits
+    from prefctl.servers.connections import ConnectionLimits
 
-# prefctl.connections' defaults, repeated to keep --help free of imports (tests/test_docs.py).
+# prefctl.servers.connections' defaults, repeated to keep --help free of imports (tests/test_docs.py).
 HeaderTimeoutOption = Annotated[
     float,
     typer.Option(
@@ -52,7 +52,7 @@ DEFAULT_MAX_CONNECTIONS = 8192
 def connection_limits(
     header_timeout: float, body_timeout: float, max_header_bytes: int, max_connections: int
 ) -> ConnectionLimits:
-    from prefctl.connections import ConnectionLimits
+    from prefctl.servers.connections import ConnectionLimits
 
     return ConnectionLimits(
         header_timeout=header_timeout,
@@ -64,7 +64,7 @@ def connection_limits(
 
 def warn_if_exposed(out: Output, host: str) -> None:
     """A warning on stderr when ``--host`` lets other machines reach the server."""
-    from prefctl.servers import exposure
+    from prefctl.servers.server import exposure
 
     warning = exposure(host)
     if warning is not None:

@@ -31,7 +31,6 @@ from typing import Any
 
 from prefctl.clock import Clock, SystemClock, utc_timestamp
 from prefctl.config import paths
-from prefctl.connections import ConnectionLimits, ConnectionRegistry, guarded_protocol
 from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
 from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.emulator import daemon
@@ -45,7 +44,8 @@ from prefctl.emulator.local_profile import (
 from prefctl.errors import DiskFullError, PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
 from prefctl.private_files import make_private_dir
-from prefctl.servers import run_server
+from prefctl.servers.connections import ConnectionLimits, ConnectionRegistry, guarded_protocol
+from prefctl.servers.server import run_server
 from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class EmulatorConfig:
         # Profile ``local`` and the readiness check reach the emulator at the host of its URL,
         # so a certificate that does not cover that host would fail every client.
         from prefctl.certs import require_host
-        from prefctl.servers import is_wildcard_host
+        from prefctl.servers.server import is_wildcard_host
 
         urls = "profile local's URLs" if self.config_path is not None else "the emulator's URL"
         if is_wildcard_host(self.host):
@@ -470,7 +470,7 @@ def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
 
 
 def _make_server(server_config: Any, on_started: Callable[[], None]) -> Any:
-    from prefctl.servers import quiet_server
+    from prefctl.servers.server import quiet_server
 
     # SIGTERM and Ctrl-C are the normal way to stop the emulator, and it exits 0.
     return quiet_server(server_config, on_started)

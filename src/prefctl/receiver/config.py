@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock
-from prefctl.connections import ConnectionLimits
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH
 from prefctl.receiver.faults import FaultPlan
 from prefctl.receiver.pump import Sink
 from prefctl.receiver.validation import DEFAULT_TIMEOUT_SECONDS as DEFAULT_VALIDATION_TIMEOUT
 from prefctl.receiver.validation import TrustedHosts
+from prefctl.servers.connections import ConnectionLimits
 from prefctl.webhooks.signature import DEFAULT_TOLERANCE_SECONDS, SigningCredentials
 
 __all__ = ["DEFAULT_PORT", "ExitAfterNotReached", "ReceiverConfig", "ReceiverSummary"]

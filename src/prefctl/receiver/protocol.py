@@ -13,7 +13,7 @@ through uvicorn exactly as before.
 
 It relies on uvicorn's ``HttpToolsProtocol`` (its parser callbacks, per-connection state and
 ``STATUS_LINE``), which are not uvicorn's public interface. So ``webhook_protocol`` first checks
-them: the uvicorn version is in the tested range (``uvicorn_seams``), the methods it overrides take
+them: the uvicorn version is in the tested range (``servers.seams``), the methods it overrides take
 the arguments it passes, and a probe request fed through the protocol on a stand-in transport gets
 exactly the bytes the app's decisions make. If anything is missing, differs or raises, the receiver
 serves every request through uvicorn's own protocol and the ASGI app (``guarded_protocol``): the
@@ -29,10 +29,10 @@ import logging
 from typing import Any
 
 from prefctl.clock import SystemClock
-from prefctl.connections import ConnectionRegistry, guard_class, guarded_protocol
 from prefctl.receiver.app import OK, Answer, ReceiverApp
 from prefctl.receiver.verdict import Verdict
-from prefctl.uvicorn_seams import PROTOCOL_METHODS, httptools_protocol, seam_problem
+from prefctl.servers.connections import ConnectionRegistry, guard_class, guarded_protocol
+from prefctl.servers.seams import PROTOCOL_METHODS, httptools_protocol, seam_problem
 
 __all__ = ["webhook_protocol"]
 

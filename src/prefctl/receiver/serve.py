@@ -9,7 +9,7 @@ and ``prefctl demo`` call the same functions::
         verdicts = receiver.wait_for(3, timeout=5)          # Verdict objects, flags filled in
 
 The server is uvicorn (httptools, uvloop, no access log) on a socket bound here first, so that a
-busy port is a clean ``UsageError`` and port 0 works; its event loop (``prefctl.server_loop``) accepts
+busy port is a clean ``UsageError`` and port 0 works; its event loop (``prefctl.servers.loop``) accepts
 every waiting connection at once, where libuv would take one per loop iteration. The verdict stream reaches
 ``config.on_verdicts`` in batches, from the verdict pump's task on the event loop, off the request
 path: a sink must be quick, and hand blocking output to a ``pump.BackgroundWriter``.
@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prefctl.connections import ConnectionRegistry
 from prefctl.errors import PrefctlError, UsageError
 from prefctl.receiver.app import ReceiverApp
 from prefctl.receiver.config import (
@@ -44,7 +43,8 @@ from prefctl.receiver.pump import Sink, VerdictPump
 from prefctl.receiver.recorder import Recorder
 from prefctl.receiver.validation import AutoValidator, TrustedHosts
 from prefctl.receiver.verdict import Verdict
-from prefctl.server_loop import new_event_loop
+from prefctl.servers.connections import ConnectionRegistry
+from prefctl.servers.loop import new_event_loop
 from prefctl.webhooks.signature import Verifier
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def check_certificate_host(config: ReceiverConfig) -> None:
 
     A wildcard ``--host`` (0.0.0.0, ::) is not checked: senders reach it by a name only they know.
     """
-    from prefctl.servers import is_wildcard_host
+    from prefctl.servers.server import is_wildcard_host
 
     if config.tls_cert is None or is_wildcard_host(config.host):
         return
@@ -137,7 +137,7 @@ class _Server:
     """A uvicorn server that reports start-up and turns signals into a normal stop."""
 
     def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
-        from prefctl.servers import quiet_server
+        from prefctl.servers.server import quiet_server
 
         self.signalled = False
         # serve() returns normally after a signal; its caller decides the exit code.

@@ -209,7 +209,7 @@ def guarded_protocol(registry: ConnectionRegistry) -> type[asyncio.Protocol] | s
     """uvicorn's own httptools protocol keeping ``registry``'s limits, when it passes the
     start-up check; else its name, for uvicorn to load: requests are served, but the deadlines
     and the header-size limit are off (logged as a warning)."""
-    from prefctl.uvicorn_seams import PROTOCOL_METHODS, httptools_protocol, seam_problem
+    from prefctl.servers.seams import PROTOCOL_METHODS, httptools_protocol, seam_problem
 
     base = httptools_protocol()
     problem = seam_problem(base, PROTOCOL_METHODS)

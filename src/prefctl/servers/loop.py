@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefctl.connections import ConnectionRegistry
+    from prefctl.servers.connections import ConnectionRegistry
 
 __all__ = ["ACCEPT_BATCH", "GreedyListener", "new_event_loop"]
 
@@ -157,7 +157,7 @@ class GreedyListener:
 
     def _turn_away(self, conn: socket.socket) -> None:
         """At the ceiling with no idle connection to close: answer 503 (plain HTTP) and close."""
-        from prefctl.connections import SERVER_BUSY
+        from prefctl.servers.connections import SERVER_BUSY
 
         now = self._loop.time()
         if now >= self._quiet_until:  # one line a second at most, under a flood

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import uvicorn
 
-    from prefctl.connections import ConnectionRegistry
+    from prefctl.servers.connections import ConnectionRegistry
 
 
 _log = logging.getLogger("prefctl.servers")
@@ -61,8 +61,8 @@ def run_server(
 ) -> None:
     """Serve on ``sockets`` until the server stops, on prefctl's event loop, which accepts a
     burst of new connections at once and keeps ``connections`` at their ceiling
-    (``server_loop``)."""
-    from prefctl.server_loop import new_event_loop
+    (``servers.loop``)."""
+    from prefctl.servers.loop import new_event_loop
 
     with asyncio.Runner(loop_factory=lambda: new_event_loop(connections)) as runner:
         runner.run(server.serve(sockets=sockets))
@@ -85,7 +85,7 @@ def quiet_server(
     """
     import uvicorn
 
-    from prefctl.uvicorn_seams import seam_problem
+    from prefctl.servers.seams import seam_problem
 
     problem = seam_problem(uvicorn.Server, _SERVER_METHODS)
     if problem is not None:
