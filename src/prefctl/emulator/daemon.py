@@ -30,7 +30,7 @@ from prefctl.errors import (
 from prefctl.private_files import locked, make_private_dir, write_private
 
 if TYPE_CHECKING:
-    from prefctl.emulator.serve import EmulatorConfig
+    from prefctl.emulator.startup import EmulatorConfig
 
 PROBE_TIMEOUT_SECONDS = 2.0
 DETACH_TIMEOUT_SECONDS = 30.0
@@ -196,7 +196,7 @@ def start_detached(
 ) -> PidRecord:
     """Start ``prefctl emulator start`` as a background process and wait (bounded) until its
     ``/healthz`` answers. Its output goes to ``emulator.log`` in the data dir."""
-    from prefctl.emulator.serve import check_free_space, probe_port
+    from prefctl.emulator.startup import check_free_space, probe_port
 
     config.validate()
     probe_port(config.host, config.port)  # a busy port fails before anything is created

@@ -16,23 +16,20 @@ the port, build the app, and, when ``config.config_path`` is set, write profile 
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import random
 import socket
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from prefctl.clock import Clock, SystemClock, utc_timestamp
+from prefctl.clock import SystemClock, utc_timestamp
 from prefctl.config import paths
-from prefctl.dispatcher.mail import SMTP_SETTING, SmtpSettings
-from prefctl.dispatcher.rule_time import check_time_scale
+from prefctl.dispatcher.mail import SMTP_SETTING
 from prefctl.emulator import daemon
 from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.local_profile import (
@@ -41,77 +38,25 @@ from prefctl.emulator.local_profile import (
     ca_bundle_for,
     write_local_profile,
 )
-from prefctl.errors import DiskFullError, PrefctlError, UnreachableError, UsageError
+from prefctl.emulator.startup import (
+    EmulatorConfig,
+    bind,
+    check_free_space,
+    disk_full_refused,
+    url_host,
+)
+from prefctl.errors import PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
 from prefctl.private_files import make_private_dir
-from prefctl.servers.connections import ConnectionLimits, ConnectionRegistry, guarded_protocol
+from prefctl.servers.connections import ConnectionRegistry, guarded_protocol
 from prefctl.servers.server import run_server
-from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use, is_disk_full
+from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use
+
+__all__ = ["EmulatorConfig", "RunningEmulator", "serve", "start_in_thread"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8750
 START_TIMEOUT_SECONDS = 15.0
-
-
-@dataclass(frozen=True)
-class EmulatorConfig:
-    """The options of one emulator run, validated together by ``validate``.
-
-    ``port`` 0 picks a free port. ``data_dir`` None means ``PREFCTL_DATA_DIR`` or the platform's
-    data dir. ``config_path`` is the ``profiles.toml`` that receives profile ``local`` (None: leave
-    profiles alone). ``clock``, ``seed`` and ``settings`` are seams for tests and later features.
-    ``smtp`` sends failure alerts by SMTP (None: into ``alerts.mbox`` in the data dir).
-    """
-
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    data_dir: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    time_scale: float = 1.0
-    config_path: Path | None = None
-    clock: Clock | None = field(default=None, compare=False)
-    seed: int | None = None
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    smtp: SmtpSettings | None = None
-    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
-
-    def resolved_data_dir(self) -> Path:
-        return paths.resolve_data_dir(self.data_dir)
-
-    def validate(self) -> None:
-        """Raise UsageError (exit 2) for options that cannot work together."""
-        if not 0 <= self.port <= 65535:
-            raise UsageError(f"port must be 0 to 65535, not {self.port}")
-        check_time_scale(self.time_scale)
-        problem = self.limits.problem()
-        if problem is not None:
-            raise UsageError(problem)
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise UsageError("--tls-cert and --tls-key go together")
-        for path in (self.tls_cert, self.tls_key):
-            if path is not None and not path.is_file():
-                raise UsageError(f"{path} does not exist or is not a file")
-        if self.tls_cert is not None:
-            self._check_certificate_host(self.tls_cert)
-        if self.smtp is not None:
-            self.smtp.validate()
-
-    def _check_certificate_host(self, tls_cert: Path) -> None:
-        # Profile ``local`` and the readiness check reach the emulator at the host of its URL,
-        # so a certificate that does not cover that host would fail every client.
-        from prefctl.certs import require_host
-        from prefctl.servers.server import is_wildcard_host
-
-        urls = "profile local's URLs" if self.config_path is not None else "the emulator's URL"
-        if is_wildcard_host(self.host):
-            bind = self.host or "''"
-            role = f"the loopback host in {urls} for --host {bind}"
-        else:
-            role = f"the host in {urls}"
-        require_host(tls_cert, _url_host(self.host), role=role)
 
 
 @dataclass
@@ -198,7 +143,7 @@ def serve(
 ) -> None:
     """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
     config.validate()
-    sock = _bind(config.host, config.port)  # a busy port fails before anything is created
+    sock = bind(config.host, config.port)  # a busy port fails before anything is created
     try:
         data_dir = config.resolved_data_dir()
         with disk_full_refused():
@@ -243,7 +188,7 @@ def start_in_thread(
 ) -> RunningEmulator:
     """Start the emulator on a background thread of this process; returns once it listens."""
     config.validate()
-    prepared = _prepare(config, _bind(config.host, config.port))
+    prepared = _prepare(config, bind(config.host, config.port))
     running = prepared.running
     ready = threading.Event()
     server = _make_server(prepared.uvicorn_config, ready.set)
@@ -300,7 +245,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     ctx: EmulatorContext | None = None
     try:
         scheme = "https" if config.tls_cert else "http"
-        url = f"{scheme}://{_url_host(config.host)}:{sock.getsockname()[1]}"
+        url = f"{scheme}://{url_host(config.host)}:{sock.getsockname()[1]}"
         ctx = EmulatorContext(
             store_path=paths.store_path(data_dir),
             base_url=url,
@@ -356,26 +301,6 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     return _Prepared(running, server_config, sock, connections)
 
 
-# Free space the data dir's disk must have for the emulator to start (its store's write-ahead
-# log, the pid file): with less, every write would fail.
-MIN_FREE_BYTES = 1024 * 1024
-
-
-def check_free_space(data_dir: Path) -> None:
-    """Refuse to start on a disk without room to write (exit 2): every write would fail."""
-    try:
-        disk = os.statvfs(data_dir)
-    except OSError:
-        return  # not knowable here: the writes themselves will say
-    free = disk.f_bavail * disk.f_frsize
-    if free < MIN_FREE_BYTES:
-        raise DiskFullError(
-            f"the disk of {data_dir} is full ({free // 1024} KiB free; the emulator needs"
-            f" {MIN_FREE_BYTES // 1024} KiB to start)",
-            hint="free some space on it, or use another --data-dir; the store is intact",
-        )
-
-
 def _check_store(conn: sqlite3.Connection, data_dir: Path) -> None:
     """Refuse to serve a damaged store (exit 2, naming the file)."""
     if not check_integrity(conn, paths.store_path(data_dir)):
@@ -384,62 +309,6 @@ def _check_store(conn: sqlite3.Connection, data_dir: Path) -> None:
             paths.store_path(data_dir),
             QUICK_CHECK_SECONDS,
         )
-
-
-@contextmanager
-def disk_full_refused() -> Iterator[None]:
-    """A full disk met while starting (ENOSPC writing a file) as one line, exit 2."""
-    try:
-        yield
-    except OSError as exc:
-        if not is_disk_full(exc):
-            raise
-        where = f" of {exc.filename}" if exc.filename else ""
-        raise DiskFullError(
-            f"the disk{where} is full: the emulator cannot start",
-            hint="free some space on it, or use another --data-dir",
-        ) from None
-
-
-def probe_port(host: str, port: int) -> None:
-    """UsageError when ``host:port`` cannot be listened on now (in use, unknown host): what
-    ``--detach`` checks before it creates the data dir, as its child binds the port itself."""
-    if port != 0:
-        _bind(host, port).close()
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror:
-        raise UsageError(f"cannot listen on {where}: unknown host", hint="check --host") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise UsageError(
-                f"{where} is already in use", hint="choose another port with --port"
-            ) from None
-        reason = exc.strerror.lower() if exc.strerror else str(exc)
-        raise UsageError(
-            f"cannot listen on {where}: {reason}", hint="check --host and --port"
-        ) from None
-    return sock
-
-
-def _url_host(host: str) -> str:
-    # A wildcard bind is reached through loopback from this machine.
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
 
 
 def _load_tls(server_config: Any, config: EmulatorConfig) -> None:
