@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from prefctl.errors import ConfigError
-from prefctl.store.db import transaction
+from prefctl.store.connection import transaction
 
 FOREIGN_KEYS_OFF = "-- prefctl: foreign_keys=off"
 

@@ -1,0 +1,230 @@
+"""Connections and transactions on the SQLite store, and how SQLite's errors read.
+
+The store runs in WAL mode so that the REST API, the dispatcher and CLI commands can read while one
+writer writes; ``transaction`` takes the write lock up front (``BEGIN IMMEDIATE``) so a transaction
+never fails half-way on a lock upgrade. ``db.py`` opens, creates and checks store files on top of
+this (and the migrations use it), so both import it.
+
+    >>> with transaction(conn):
+    ...     conn.execute("INSERT ...")
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+
+from prefctl.errors import ConfigError, DiskFullError, UsageError
+from prefctl.private_files import locked
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DAMAGED_HINT",
+    "IN_USE_TIMEOUT_SECONDS",
+    "SQLITE_CORRUPT",
+    "SQLITE_FULL",
+    "SQLITE_NOTADB",
+    "atomic",
+    "connect",
+    "disk_full",
+    "in_use",
+    "is_busy",
+    "is_damaged",
+    "is_disk_full",
+    "snapshot",
+    "transaction",
+]
+
+BUSY_TIMEOUT_MS = 30_000
+# How long opening a store waits while ``emulator reset`` deletes it (a few milliseconds).
+IN_USE_TIMEOUT_SECONDS = 10.0
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``)."""
+    try:
+        conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        conn.row_factory = sqlite3.Row
+        _use_wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    except sqlite3.DatabaseError as exc:
+        if is_busy(exc):  # not a bad store: a busy one (the CLI says so)
+            raise
+        if is_disk_full(exc):
+            raise disk_full(path) from None
+        raise ConfigError(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
+    return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    # Turning a new store to WAL needs an exclusive lock, and SQLite answers "database is locked"
+    # at once, without the busy timeout, while another connection holds one: two commands that
+    # open a new store at the same moment. Wait for it as the busy timeout would.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (or "busy"): another connection held a
+    lock the whole busy timeout."""
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "database is locked" in text
+        or "database is busy" in text
+        or "database table is locked" in text
+    )
+
+
+# SQLite's primary result codes (https://www.sqlite.org/rescode.html).
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_NOTADB = 26
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full: SQLite's SQLITE_FULL ("database or disk is full")
+    or an OSError ENOSPC (or EDQUOT: over the user's quota)."""
+    if isinstance(exc, sqlite3.Error):
+        return _code(exc) == SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
+    that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    text = str(exc)
+    return (
+        _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
+        or "malformed" in text
+        or text.startswith("Could not decode to UTF-8")
+    )
+
+
+def disk_full(path: Path | str | None) -> DiskFullError:
+    """The error of a write refused for want of space on the disk of ``path``."""
+    where = f" of the store {path}" if path else ""
+    return DiskFullError(
+        f"the disk{where} is full: nothing was written",
+        hint="free some space on it and try again; what was stored before is intact",
+    )
+
+
+DAMAGED_HINT = (
+    "check it with: sqlite3 FILE 'PRAGMA integrity_check'; restore a copy, or start afresh with"
+    " 'prefctl emulator reset'"
+)
+
+
+def _damaged_hint(exc: BaseException) -> str | None:
+    return DAMAGED_HINT if is_damaged(exc) else None
+
+
+def _store_file(conn: sqlite3.Connection) -> str | None:
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[2]) if row is not None and row[2] else None
+
+
+def in_use(path: Path | str) -> AbstractContextManager[None]:
+    """Mark the store at ``path`` in use for the block (a shared lock beside it), so that
+    ``emulator reset`` never deletes a store that a command, a dispatcher or an emulator has
+    open (``reset_store`` takes the lock exclusively)."""
+    if str(path) == ":memory:":
+        return nullcontext()
+    return locked(
+        Path(path),
+        shared=True,
+        timeout=IN_USE_TIMEOUT_SECONDS,
+        busy=lambda: UsageError(
+            f"the store {path} is being reset by another prefctl command",
+            hint="try again when it has finished",
+        ),
+    )
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: committed when the block ends, rolled back if it raises.
+
+    Inside a transaction already open it is a savepoint: if the block raises, its changes alone
+    are undone and the outer transaction goes on; otherwise they commit with it (the emulator's
+    group commit runs several writes in one transaction this way).
+    """
+    if conn.in_transaction:
+        with _savepoint(conn):
+            yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        # After some errors (a full disk, an I/O error) SQLite has rolled the transaction back
+        # itself: a ROLLBACK would then fail and hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if is_disk_full(exc):
+            raise disk_full(_store_file(conn)) from exc
+        raise
+
+
+def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
+    """A transaction of its own, or a part of the caller's when one is open (no savepoint:
+    the caller's transaction is all or nothing already)."""
+    return nullcontext() if conn.in_transaction else transaction(conn)
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A read transaction: every read in the block sees the store as it was at the first one,
+    whatever other connections commit meanwhile (they are not held up; with WAL, the log only
+    keeps growing until the block ends). Inside an open transaction, that one's view is used."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+@contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("SAVEPOINT nested")
+    try:
+        yield
+    except BaseException as exc:
+        # Not in a transaction any more: SQLite rolled the whole of it back (a full disk), so
+        # the enclosing transaction fails as well (``conn.in_transaction`` tells its caller).
+        if conn.in_transaction:
+            conn.execute("ROLLBACK TO nested")
+            conn.execute("RELEASE nested")
+        if is_disk_full(exc):
+            raise disk_full(_store_file(conn)) from exc
+        raise
+    conn.execute("RELEASE nested")
