@@ -122,7 +122,9 @@ def receive(
     ] = None,
     redact: Annotated[
         bool,
-        typer.Option("--redact", help="Mask e-mails, phone numbers and names in --record."),
+        typer.Option(
+            "--redact", help="Mask e-mails, phone numbers and names in --record and --ui."
+        ),
     ] = False,
     forward_to: Annotated[
         str | None,
@@ -166,6 +168,20 @@ def receive(
         typer.Option(
             "--client-ca",
             help="Require a client certificate issued by this CA (mTLS).",
+            show_default=False,
+        ),
+    ] = None,
+    ui: Annotated[
+        bool,
+        typer.Option("--ui", help="Also serve a live inspector page at /_prefctl/ (in a browser)."),
+    ] = False,
+    ui_token: Annotated[
+        str | None,
+        typer.Option(
+            "--ui-token",
+            metavar="TOKEN",
+            envvar="PREFCTL_UI_TOKEN",
+            help="Token the inspector page asks for (needed with --ui on a non-loopback --host).",
             show_default=False,
         ),
     ] = None,
@@ -221,6 +237,8 @@ def receive(
             tls_cert=tls_cert,
             tls_key=tls_key,
             client_ca=client_ca,
+            ui=ui,
+            ui_token=ui_token,
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
@@ -263,6 +281,7 @@ def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any]) -> None:
             ("faults", "faults"),
             ("record", "recording to"),
             ("forward_to", "forwarding to"),
+            ("ui_url", "inspector page"),
         )
         if info[key] and info[key] != "sync"
     ]
