@@ -272,11 +272,9 @@ def _cells(count: int, peak: int, width: int) -> int:
 
 
 def _minutes(minutes: float) -> str:
-    whole = round(minutes)
-    hours, rest = divmod(whole, 60)
-    if hours and rest:
-        return f"{hours}h{rest:02d}m"
-    return f"{hours}h" if hours else f"{rest}m"
+    from prefctl.sim.explain import format_minutes
+
+    return format_minutes(minutes)
 
 
 def _seconds(value: float | None) -> str:

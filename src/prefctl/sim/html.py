@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from prefctl.sim.explain import format_duration, format_minutes
 from prefctl.sim.report import OUTCOME_KEYS
 from prefctl.sim.scenario import Scenario
 
@@ -386,20 +387,11 @@ def _count(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
 
 
-def _minutes(minutes: float) -> str:
-    whole = round(minutes)
-    hours, rest = divmod(whole, 60)
-    if hours and rest:
-        return f"{hours}h{rest:02d}m"
-    return f"{hours}h" if hours else f"{rest}m"
+_minutes = format_minutes
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    from prefctl.sim.explain import format_duration
-
-    return format_duration(value)
+    return "–" if value is None else format_duration(value)
 
 
 _CSS = """
