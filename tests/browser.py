@@ -70,6 +70,4 @@ def chrome(width: int = 1400, height: int = 900) -> Iterator[WebDriver]:
 
 def console_errors(driver: WebDriver) -> list[str]:
     """The browser console's errors since the last call."""
-    return [
-        entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"
-    ]
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
