@@ -100,6 +100,17 @@ class FaultState:
         self._index = 0
         self._used = 0
 
+    def describe(self) -> str:
+        """What is left of the plan, as ``FaultPlan.describe`` words it (``none`` when nothing)."""
+        plan = self.plan
+        steps = list(plan.steps[self._index :])
+        if steps and self._used:
+            steps[0] = dataclasses.replace(steps[0], count=steps[0].count - self._used)
+        left = dataclasses.replace(plan, steps=tuple(steps))
+        if plan.repeat:
+            left = dataclasses.replace(left, steps=plan.steps)
+        return left.describe()
+
     def next(self) -> FaultAction | None:
         """The fault for the next event, or None when it is to be answered normally."""
         plan = self.plan

@@ -101,7 +101,6 @@ class Inspector:
         self._ring: deque[Verdict] = deque()
         self._ring_bytes = 0
         self.total = 0  # requests seen (the sequence number of the newest)
-        self._faults_version = 0
         self._streams = 0
         self._files: dict[str, bytes] = {}
 
@@ -250,15 +249,16 @@ class Inspector:
                 }
             )
             # The newest kept requests first, then whatever arrives.
-            sent, faults_sent = max(self.total - MAX_PER_MESSAGE, 0), -1
+            sent, faults_sent = max(self.total - MAX_PER_MESSAGE, 0), None
             await _chunk(send, b"retry: 1000\n\n")
             loop = asyncio.get_running_loop()
             quiet_since = loop.time()
             while not gone.done() and not self.should_stop():
                 parts = []
-                if faults_sent != self._faults_version:
-                    faults_sent = self._faults_version
-                    parts.append(b"event: faults\ndata: " + orjson.dumps(self.fault_state()))
+                faults = self.fault_state()  # changed by the page, or used up by events
+                if faults != faults_sent:
+                    faults_sent = faults
+                    parts.append(b"event: faults\ndata: " + orjson.dumps(faults))
                 if self.total > sent:
                     parts.append(self._message(sent))
                     sent = self.total
@@ -295,7 +295,7 @@ class Inspector:
         faults = self.app.faults if self.app is not None else None
         if faults is None:
             return {"type": "faults", "plan": "none", "delay": 0.0}
-        return {"type": "faults", "plan": faults.plan.describe(), "delay": faults.plan.delay}
+        return {"type": "faults", "plan": faults.describe(), "delay": faults.plan.delay}
 
     def change_faults(self, change: dict[str, Any]) -> None:
         """Apply one change from the page; a UsageError when it is not a sensible one.
@@ -330,7 +330,6 @@ class Inspector:
                 app.faults = FaultState(plan, self.rng)
         else:
             raise UsageError("action must be fail, delay or normal")
-        self._faults_version += 1
 
     async def _change_faults(
         self, headers: dict[bytes, bytes], receive: Receive, send: Send
