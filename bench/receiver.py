@@ -47,6 +47,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _common import cpu_seconds, free_port, start_nginx, wait_healthy
 
@@ -177,7 +178,7 @@ def start_bare(port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, __file__, "--serve-bare", str(port)], env=env)
 
 
-def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
+def start_receiver(port: int, output: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, HASHKEY_ENV: HASHKEY}
     env.pop("PREFCTL_HASHKEY", None)
     prefctl = Path(sys.executable).parent / "prefctl"
@@ -194,6 +195,7 @@ def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
         SIGNATURE_USER_ID,
         "--hashkey-env",
         HASHKEY_ENV,
+        *extra,
     ]
     with output.open("wb") as sink:
         return subprocess.Popen(command, env=env, stdout=sink)
@@ -254,13 +256,53 @@ def bench_server(
     elif name == "bare":
         process = start_bare(port)
     else:
-        process = start_receiver(port, output)
+        process = start_receiver(
+            port, output, *(["--ui"] if name.startswith("receiver-ui") else [])
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base + "/healthz", process)
+        if name == "receiver-ui-page":
+            return bench_with_page(base, process.pid, tmp, connections, duration)
         return [measure(name, base + PATH, process.pid, tmp, c, duration) for c in connections]
     finally:
         stop(process)
+
+
+PAGE_LATENCY: dict[str, Any] = {}
+"""The inspector page's update latency (ms), idle and under each load (``--ui``)."""
+
+
+def bench_with_page(
+    base: str, pid: int, tmp: Path, connections: list[int], duration: float
+) -> list[Result]:
+    """``receive --ui`` with its inspector page open in a headless Chromium: verified/s under
+    wrk, and the page's update latency idle (one request every 0.2 s) and under that load."""
+    import time
+    import urllib.request
+
+    from _inspector_page import latencies, open_page, summary
+
+    results = []
+    with open_page(base + "/_prefctl/") as page:
+        pool = tmp / "pool.lua"
+        write_pool(pool)
+        body = pool.read_text().split("body=[==[", 1)[1].split("]==]", 1)[0].encode()
+        header = pool.read_text().split('["Service-Webhook"]="', 1)[1].split('"', 1)[0]
+        latencies(page)
+        for _ in range(25):
+            request = urllib.request.Request(
+                base + PATH,
+                body,
+                {"content-type": "application/json", "service-webhook": header},
+            )
+            urllib.request.urlopen(request).read()
+            time.sleep(0.2)
+        PAGE_LATENCY["idle"] = summary(latencies(page))
+        for c in connections:
+            results.append(measure("receiver-ui-page", base + PATH, pid, tmp, c, duration))
+            PAGE_LATENCY[f"{c} connections"] = summary(latencies(page))
+    return results
 
 
 def count_verified(output: Path) -> int:
@@ -280,6 +322,12 @@ def main() -> int:
     parser.add_argument(
         "--servers", default="nginx,bare,receiver", help="comma-separated subset to measure"
     )
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="also measure `receive --ui` with no page open (receiver-ui) and with its inspector "
+        "page open in a headless Chromium (receiver-ui-page), and the page's update latency",
+    )
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_bare:
@@ -294,11 +342,14 @@ def main() -> int:
         )
         return 2
     connections = [int(c) for c in args.connections.split(",")]
+    servers = args.servers.split(",")
+    if args.ui:
+        servers += ["receiver-ui", "receiver-ui-page"]
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as name:
         tmp = Path(name)
         output = tmp / "receiver.ndjson"
-        for server in args.servers.split(","):
+        for server in servers:
             results.extend(bench_server(server, tmp, connections, args.duration, output))
         logged = count_verified(output) if output.exists() else 0
     report(results, logged, args.json)
@@ -342,20 +393,21 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
                     "receiver_logged_verified": logged,
                     "checks": [{"check": c, "ok": ok} for c, ok in checks],
                     "loadavg": load,
+                    "page_latency_ms": PAGE_LATENCY,
                 },
                 indent=2,
             )
         )
         return
     print(
-        f"{'server':<9} {'conns':>5} {'req/s':>8} {'verified/s':>10} {'p50 ms':>7} "
+        f"{'server':<16} {'conns':>5} {'req/s':>8} {'verified/s':>10} {'p50 ms':>7} "
         f"{'p99 ms':>7} {'timeouts':>8} {'errors':>6} {'RSS MiB':>7} {'CPU µs/req':>10}"
     )
     for r in results:
         rss = f"{r.rss_mib:.0f}" if r.rss_mib is not None else "-"
         cpu = f"{r.cpu_us_per_request:.1f}" if r.cpu_us_per_request is not None else "-"
         print(
-            f"{r.server:<9} {r.connections:>5} {r.requests_per_s:>8} {r.verified_per_s:>10} "
+            f"{r.server:<16} {r.connections:>5} {r.requests_per_s:>8} {r.verified_per_s:>10} "
             f"{r.p50_ms:>7} {r.p99_ms:>7} {r.timeouts:>8} {r.errors:>6} {rss:>7} {cpu:>10}"
         )
     for c in sorted({r.connections for r in results}):
@@ -372,9 +424,17 @@ def report(results: list[Result], logged: int, as_json: bool) -> None:
         if nginx is not None:
             parts.append(f"receiver/nginx {rec.verified_per_s / nginx.verified_per_s:.0%}")
         print(f"ratio at {c}: " + ", ".join(parts))
+    for c in sorted({r.connections for r in results}):
+        rec = by.get(("receiver", c))
+        for variant in ("receiver-ui", "receiver-ui-page"):
+            other = by.get((variant, c))
+            if rec is not None and other is not None:
+                print(f"{variant}/receiver at {c}: {other.verified_per_s / rec.verified_per_s:.0%}")
     print(f"receiver NDJSON lines with a valid signature and 200: {logged}")
     for check, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {check}")
+    for load_name, latency in PAGE_LATENCY.items():
+        print(f"inspector page update latency, {load_name}: {latency}")
     print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
