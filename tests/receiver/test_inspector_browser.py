@@ -81,7 +81,7 @@ def _click_row(driver: WebDriver, event_id: str) -> None:
             row.click()
         return bool(row)
 
-    _wait(driver, 2).until(click)
+    _wait(driver, 5).until(click)
 
 
 def _post_json(url: str, body: dict[str, Any]) -> int:
@@ -151,7 +151,7 @@ def test_inspector_click_shows_body_and_highlights_changed_fields(
     previous = {"Emails": [{"Address": "old@example.com", "Type": "Home"}]}
     _deliver(receiver, _event("evt-diff", Data=data, PreviousData=previous))
     _click_row(page, "evt-diff")
-    _wait(page, 2).until(lambda d: "evt-diff" in d.find_element("id", "detail-body").text)
+    _wait(page, 5).until(lambda d: "evt-diff" in d.find_element("id", "detail-body").text)
     body = json.loads(page.find_element("id", "detail-body").text)
     assert body["Data"] == data
     changed = page.find_elements("css selector", "#diff-data .changed")
@@ -170,9 +170,9 @@ def test_inspector_filter_hides_other_event_types_and_counts_them(
 
     _deliver(receiver, _event("evt-keep", "preference.updated"))
     _deliver(receiver, _event("evt-hide", "profile.updated"))
-    _wait(page, 2).until(lambda d: _row(d, "evt-keep") and _row(d, "evt-hide"))
+    _wait(page, 5).until(lambda d: _row(d, "evt-keep") and _row(d, "evt-hide"))
     Select(page.find_element("id", "filter-type")).select_by_value("preference.updated")
-    _wait(page, 2).until(lambda d: not _row(d, "evt-hide"))
+    _wait(page, 5).until(lambda d: not _row(d, "evt-hide"))
     assert _row(page, "evt-keep")
     shown = int(page.find_element("id", "count-shown").text)
     hidden = int(page.find_element("id", "count-hidden").text)
@@ -190,15 +190,15 @@ def test_inspector_fault_control_fails_the_next_delivery_with_the_chosen_status(
     status.clear()
     status.send_keys("429")
     page.find_element("id", "fault-apply").click()
-    _wait(page, 2).until(lambda d: d.find_element("id", "fault-plan").text == "1×429")
+    _wait(page, 5).until(lambda d: d.find_element("id", "fault-plan").text == "1×429")
     assert _deliver(receiver, _event("evt-faulted")) == 429
     assert _deliver(receiver, _event("evt-after")) == 200
-    cells = _wait(page, 2).until(lambda d: _row(d, "evt-faulted") and _cells(d, "evt-faulted"))
+    cells = _wait(page, 5).until(lambda d: _row(d, "evt-faulted") and _cells(d, "evt-faulted"))
     assert cells[1] == "429"
     assert cells[8] == "fail-first 1/1"
     # The plan is used up: the page says so.
-    _wait(page, 2).until(lambda d: d.find_element("id", "fault-plan").text == "none")
+    _wait(page, 5).until(lambda d: d.find_element("id", "fault-plan").text == "none")
     page.find_element("id", "fault-delay-apply").click()
-    _wait(page, 2).until(lambda d: d.find_element("id", "fault-plan").text == "delay 1s")
+    _wait(page, 5).until(lambda d: d.find_element("id", "fault-plan").text == "delay 1s")
     page.find_element("id", "fault-normal").click()
-    _wait(page, 2).until(lambda d: d.find_element("id", "fault-plan").text == "none")
+    _wait(page, 5).until(lambda d: d.find_element("id", "fault-plan").text == "none")

@@ -100,6 +100,7 @@ class Inspector:
         self.should_stop: Callable[[], bool] = lambda: False
         self._ring: deque[Verdict] = deque()
         self._ring_bytes = 0
+        self._faults_version = 0
         self.total = 0  # requests seen (the sequence number of the newest)
         self._streams = 0
         self._files: dict[str, bytes] = {}
@@ -249,16 +250,19 @@ class Inspector:
                 }
             )
             # The newest kept requests first, then whatever arrives.
-            sent, faults_sent = max(self.total - MAX_PER_MESSAGE, 0), None
+            sent = max(self.total - MAX_PER_MESSAGE, 0)
+            faults_sent: tuple[int, dict[str, Any]] | None = None
             await _chunk(send, b"retry: 1000\n\n")
             loop = asyncio.get_running_loop()
             quiet_since = loop.time()
             while not gone.done() and not self.should_stop():
                 parts = []
-                faults = self.fault_state()  # changed by the page, or used up by events
+                # Changed by a page (which then shows the answer to its change), or used up by
+                # events, perhaps back to what this page was last sent: the version tells.
+                faults = (self._faults_version, self.fault_state())
                 if faults != faults_sent:
                     faults_sent = faults
-                    parts.append(b"event: faults\ndata: " + orjson.dumps(faults))
+                    parts.append(b"event: faults\ndata: " + orjson.dumps(faults[1]))
                 if self.total > sent:
                     parts.append(self._message(sent))
                     sent = self.total
@@ -330,6 +334,7 @@ class Inspector:
                 app.faults = FaultState(plan, self.rng)
         else:
             raise UsageError("action must be fail, delay or normal")
+        self._faults_version += 1
 
     async def _change_faults(
         self, headers: dict[bytes, bytes], receive: Receive, send: Send
