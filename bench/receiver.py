@@ -52,6 +52,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _common import cpu_seconds, free_port, start_nginx, wait_healthy
 
@@ -190,7 +191,7 @@ _FALLBACK_LAUNCH = (
 
 
 def start_receiver(
-    port: int, output: Path, log: Path, *, fallback: bool = False
+    port: int, output: Path, log: Path, *extra: str, fallback: bool = False
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, HASHKEY_ENV: HASHKEY}
     env.pop("PREFCTL_HASHKEY", None)
@@ -210,6 +211,7 @@ def start_receiver(
         SIGNATURE_USER_ID,
         "--hashkey-env",
         HASHKEY_ENV,
+        *extra,
     ]
     with output.open("wb") as sink, log.open("wb") as errors:
         return subprocess.Popen(command, env=env, stdout=sink, stderr=errors)
@@ -279,14 +281,56 @@ def bench_server(
         process = start_bare(port)
     else:
         process = start_receiver(
-            port, output, tmp / f"{name}.log", fallback=name == "receiver-fallback"
+            port,
+            output,
+            tmp / f"{name}.log",
+            *(["--ui"] if name.startswith("receiver-ui") else []),
+            fallback=name == "receiver-fallback",
         )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base + "/healthz", process)
+        if name == "receiver-ui-page":
+            return bench_with_page(base, process.pid, tmp, connections, duration)
         return [measure(name, base + PATH, process.pid, tmp, c, duration) for c in connections]
     finally:
         stop(process)
+
+
+PAGE_LATENCY: dict[str, Any] = {}
+"""The inspector page's update latency (ms), idle and under each load (``--ui``)."""
+
+
+def bench_with_page(
+    base: str, pid: int, tmp: Path, connections: list[int], duration: float
+) -> list[Result]:
+    """``receive --ui`` with its inspector page open in a headless Chromium: verified/s under
+    wrk, and the page's update latency idle (one request every 0.2 s) and under that load."""
+    import time
+    import urllib.request
+
+    from _inspector_page import latencies, open_page, summary
+
+    results = []
+    with open_page(base + "/_prefctl/") as page:
+        pool = tmp / "pool.lua"
+        write_pool(pool)
+        body = pool.read_text().split("body=[==[", 1)[1].split("]==]", 1)[0].encode()
+        header = pool.read_text().split('["Service-Webhook"]="', 1)[1].split('"', 1)[0]
+        latencies(page)
+        for _ in range(25):
+            request = urllib.request.Request(
+                base + PATH,
+                body,
+                {"content-type": "application/json", "service-webhook": header},
+            )
+            urllib.request.urlopen(request).read()
+            time.sleep(0.2)
+        PAGE_LATENCY["idle"] = summary(latencies(page))
+        for c in connections:
+            results.append(measure("receiver-ui-page", base + PATH, pid, tmp, c, duration))
+            PAGE_LATENCY[f"{c} connections"] = summary(latencies(page))
+    return results
 
 
 def count_verified(output: Path) -> int:
@@ -308,6 +352,12 @@ def main() -> int:
         default="nginx,bare,receiver,receiver-fallback",
         help="comma-separated subset to measure",
     )
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="also measure `receive --ui` with no page open (receiver-ui) and with its inspector "
+        "page open in a headless Chromium (receiver-ui-page), and the page's update latency",
+    )
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_bare:
@@ -322,10 +372,13 @@ def main() -> int:
         )
         return 2
     connections = [int(c) for c in args.connections.split(",")]
+    servers = args.servers.split(",")
+    if args.ui:
+        servers += ["receiver-ui", "receiver-ui-page"]
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as name:
         tmp = Path(name)
-        for server in args.servers.split(","):
+        for server in servers:
             output = tmp / f"{server}.ndjson"
             results.extend(bench_server(server, tmp, connections, args.duration, output))
         output = tmp / "receiver.ndjson"
@@ -381,6 +434,7 @@ def report(results: list[Result], logged: int, as_json: bool, paths: dict[str, s
                     "paths": paths,
                     "checks": [{"check": c, "ok": ok} for c, ok in checks],
                     "loadavg": load,
+                    "page_latency_ms": PAGE_LATENCY,
                 },
                 indent=2,
             )
@@ -414,10 +468,18 @@ def report(results: list[Result], logged: int, as_json: bool, paths: dict[str, s
         if fallback is not None:
             parts.append(f"fallback/receiver {fallback.verified_per_s / rec.verified_per_s:.0%}")
         print(f"ratio at {c}: " + ", ".join(parts))
+    for c in sorted({r.connections for r in results}):
+        rec = by.get(("receiver", c))
+        for variant in ("receiver-ui", "receiver-ui-page"):
+            other = by.get((variant, c))
+            if rec is not None and other is not None:
+                print(f"{variant}/receiver at {c}: {other.verified_per_s / rec.verified_per_s:.0%}")
     print(f"receiver NDJSON lines with a valid signature and 200: {logged}")
     print("paths served from: " + ", ".join(f"{n} {p}" for n, p in paths.items()))
     for check, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {check}")
+    for load_name, latency in PAGE_LATENCY.items():
+        print(f"inspector page update latency, {load_name}: {latency}")
     print(f"load average during the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 

@@ -135,7 +135,9 @@ def receive(
     ] = None,
     redact: Annotated[
         bool,
-        typer.Option("--redact", help="Mask e-mails, phone numbers and names in --record."),
+        typer.Option(
+            "--redact", help="Mask e-mails, phone numbers and names in --record and --ui."
+        ),
     ] = False,
     forward_to: Annotated[
         str | None,
@@ -186,6 +188,20 @@ def receive(
     body_timeout: limits_options.BodyTimeoutOption = limits_options.DEFAULT_BODY_TIMEOUT,
     max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
     max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
+    ui: Annotated[
+        bool,
+        typer.Option("--ui", help="Also serve a live inspector page at /_prefctl/ (in a browser)."),
+    ] = False,
+    ui_token: Annotated[
+        str | None,
+        typer.Option(
+            "--ui-token",
+            metavar="TOKEN",
+            envvar="PREFCTL_UI_TOKEN",
+            help="Token the inspector page asks for (needed with --ui on a non-loopback --host).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Receive webhooks locally: answer handshakes, verify signatures, show every request.
 
@@ -250,6 +266,8 @@ def receive(
             limits=limits_options.connection_limits(
                 header_timeout, body_timeout, max_header_bytes, max_connections
             ),
+            ui=ui,
+            ui_token=ui_token,
             rng=random.Random(seed),
             on_verdicts=_json_sink(writer) if state.json else _table_sink(out, writer),
         )
@@ -359,6 +377,7 @@ def _ready(out: Output, writer: BackgroundWriter, info: dict[str, Any], host: st
             ("faults", "faults"),
             ("record", "recording to"),
             ("forward_to", "forwarding to"),
+            ("ui_url", "inspector page"),
         )
         if info[key] and info[key] != "sync"
     ]

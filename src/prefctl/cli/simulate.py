@@ -19,6 +19,8 @@ from prefctl.cli._context import get_state
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from prefctl.sim.scenario import Scenario
+
 # A run this big shows a progress bar (deliveries expected).
 _PROGRESS_FROM = 5_000
 _MIN_BAR, _MAX_BAR = 12, 60
@@ -55,6 +57,15 @@ def simulate_scenario(
             "--seed", help="Run under this seed instead of the file's.", show_default=False
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            help="Also write the report as one self-contained HTML file with charts.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario on a virtual clock with the real dispatcher, and report what happened.
 
@@ -84,10 +95,23 @@ def simulate_scenario(
 
             report = simulate(model, progress=on_progress)
             advance(total - done)
+    if html is not None:
+        _write_html(html, report, model)
     if state.json:
         state.out.json(report)
         return
     _render(report)
+
+
+def _write_html(path: Path, report: dict[str, Any], model: Scenario) -> None:
+    from prefctl.errors import UsageError
+    from prefctl.sim.html import outages_of, render_html
+
+    try:
+        path.write_text(render_html(report, outages_of(model)), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write the HTML report {path}: {exc.strerror or exc}") from None
+    get_state().out.info(f"HTML report written to {path}")
 
 
 def _render(report: dict[str, Any]) -> None:
@@ -249,11 +273,9 @@ def _cells(count: int, peak: int, width: int) -> int:
 
 
 def _minutes(minutes: float) -> str:
-    whole = round(minutes)
-    hours, rest = divmod(whole, 60)
-    if hours and rest:
-        return f"{hours}h{rest:02d}m"
-    return f"{hours}h" if hours else f"{rest}m"
+    from prefctl.sim.explain import format_minutes
+
+    return format_minutes(minutes)
 
 
 def _seconds(value: float | None) -> str:

@@ -45,7 +45,7 @@ from prefctl.receiver.verdict import Kind, SignatureResult, Verdict
 from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE, build_reply, validation_fields
 from prefctl.webhooks.signature import SignatureError, Verifier
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "HEALTH_PATH", "OK", "Answer", "ReceiverApp"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "HEALTH_PATH", "OK", "UI_PATH", "Answer", "ReceiverApp"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -56,6 +56,7 @@ _log = logging.getLogger("prefctl.receiver")
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 HEALTH_PATH = "/healthz"
+UI_PATH = "/_prefctl"  # the inspector page of ``receive --ui`` (never the webhook path)
 
 _SIGNATURE = b"service-webhook"
 _CONTENT_TYPE = b"content-type"
@@ -112,6 +113,8 @@ class ReceiverApp:
         # Verdicts keep the raw headers and body only for the recorder: a request's memory is
         # then freed (and reused, still in the CPU's cache) as soon as it is answered.
         self.keep_request = keep_request
+        # The inspector page (``receive --ui``, ``receiver.inspector``): requests under /_prefctl.
+        self.ui: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # A plain method that returns the handler's coroutine: one coroutine per request, not two.
@@ -124,6 +127,8 @@ class ReceiverApp:
             return self._webhook(scope, receive, send)
         if path == HEALTH_PATH and method in ("GET", "HEAD"):
             return _HEALTHY.send(send)
+        if self.ui is not None and path.startswith(UI_PATH):
+            return self.ui(scope, receive, send)
         return self._other(scope, send, path, method)
 
     async def _other(self, scope: Scope, send: Send, path: str, method: str) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prefctl.clock import Clock, SystemClock
 from prefctl.errors import PrefctlError, UsageError
-from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH
+from prefctl.receiver.app import DEFAULT_MAX_BODY_BYTES, HEALTH_PATH, UI_PATH
 from prefctl.receiver.faults import FaultPlan
 from prefctl.receiver.pump import Sink
 from prefctl.receiver.validation import DEFAULT_TIMEOUT_SECONDS as DEFAULT_VALIDATION_TIMEOUT
@@ -26,6 +27,7 @@ from prefctl.webhooks.signature import DEFAULT_TOLERANCE_SECONDS, SigningCredent
 __all__ = ["DEFAULT_PORT", "ExitAfterNotReached", "ReceiverConfig", "ReceiverSummary"]
 
 DEFAULT_PORT = 8751
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{16,256}")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class ReceiverConfig:
     clock: Clock = field(default_factory=SystemClock)
     rng: random.Random = field(default_factory=random.Random)
     on_verdicts: Sink | None = None
+    ui: bool = False  # the inspector page at /_prefctl/ (receiver.inspector)
+    ui_token: str | None = None
 
     def __post_init__(self) -> None:
         problem = self._problem()
@@ -95,8 +99,11 @@ class ReceiverConfig:
                 "--auto-validate needs a trusted host to GET validationUrls from",
                 "set the profile's api_url, or pass --validation-host HOST[:PORT]",
             )
-        if self.redact and self.record is None:
-            return "--redact applies to --record: pass --record FILE too", None
+        if self.redact and self.record is None and not self.ui:
+            return "--redact applies to --record and --ui: pass --record FILE or --ui too", None
+        ui_problem = self._ui_problem()
+        if ui_problem is not None:
+            return ui_problem
         if self.forward_to is not None and not self.forward_to.startswith(("http://", "https://")):
             return f"--forward-to must be an http(s) URL, not '{self.forward_to}'", None
         if not 0 < self.forward_timeout <= 300:
@@ -116,6 +123,27 @@ class ReceiverConfig:
             return limits, None
         return None
 
+    def _ui_problem(self) -> tuple[str, str | None] | None:
+        from prefctl.hosts import is_loopback
+
+        if self.ui_token is not None and not self.ui:
+            return "--ui-token applies to --ui: pass --ui too", None
+        if self.ui_token is not None and not _TOKEN.fullmatch(self.ui_token):
+            return (
+                "--ui-token must be 16 to 256 letters, digits or ._~+/=-",
+                "for example: openssl rand -hex 16",
+            )
+        if self.ui and self.path.startswith(UI_PATH):
+            return f"path '{self.path}' is the inspector's (--ui): choose another --path", None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.ui and self.ui_token is None and not is_loopback(f"http://{host}/"):
+            return (
+                f"--ui on --host {self.host} shows personal data to the network: "
+                "pass --ui-token TOKEN too",
+                "or listen on 127.0.0.1",
+            )
+        return None
+
     @property
     def scheme(self) -> str:
         return "https" if self.tls_cert is not None else "http"
@@ -129,6 +157,7 @@ class ReceiverConfig:
             "type": "ready",
             "url": base + self.path,
             "health_url": base + HEALTH_PATH,
+            "ui_url": base + UI_PATH + "/" if self.ui else None,
             "verify": self.verify,
             "client_id": creds.client_id if creds else None,
             "signature_user_id": creds.signature_user_id if creds else None,

@@ -111,6 +111,17 @@ class FaultState:
         """Apply ``step`` to the next ``step.count`` events, before the rest of the plan."""
         self._injected.append(step)
 
+    def describe(self) -> str:
+        """What is left of the plan, as ``FaultPlan.describe`` words it (``none`` when nothing)."""
+        plan = self.plan
+        steps = list(plan.steps[self._index :])
+        if steps and self._used:
+            steps[0] = dataclasses.replace(steps[0], count=steps[0].count - self._used)
+        left = dataclasses.replace(plan, steps=tuple(steps))
+        if plan.repeat:
+            left = dataclasses.replace(left, steps=plan.steps)
+        return left.describe()
+
     def next(self) -> FaultAction | None:
         """The fault for the next event, or None when it is to be answered normally."""
         plan = self.plan

@@ -50,6 +50,8 @@ from prefctl.webhooks.signature import Verifier
 if TYPE_CHECKING:
     import uvicorn
 
+    from prefctl.receiver.inspector import Inspector
+
 __all__ = [
     "DEFAULT_PORT",
     "ReceiverConfig",
@@ -156,6 +158,9 @@ class _Receiver:
         self.port = int(sock.getsockname()[1])
         self.recorder = Recorder(config.record, redact=config.redact) if config.record else None
         all_sinks: list[Sink] = [self.recorder.write] if self.recorder else []
+        self.inspector = _inspector(config)
+        if self.inspector is not None:
+            all_sinks.append(self.inspector.sink)
         if config.on_verdicts is not None:
             all_sinks.append(config.on_verdicts)
         all_sinks.extend(sinks)
@@ -230,7 +235,7 @@ class _Receiver:
             validator=validator,
             forwarder=forwarder,
             max_body_bytes=config.max_body_bytes,
-            keep_request=self.recorder is not None,
+            keep_request=self.recorder is not None or self.inspector is not None,
         )
         info = config.ready_info(self.port)
         server = _Server(
@@ -245,6 +250,8 @@ class _Receiver:
         )
         self._server = server
         server.server.should_exit = self._stop_requested
+        if self.inspector is not None:
+            self.inspector.attach(app, should_stop=lambda: server.server.should_exit)
         for helper in (forwarder, validator):
             if helper is not None:
                 await helper.start()
@@ -307,6 +314,14 @@ class _Receiver:
             how = f"timed out after {self.config.timeout:g} s" if reason == "timeout" else "stopped"
             raise ExitAfterNotReached(f"{how}: {pump.events} of {wanted} events arrived", summary)
         return summary
+
+
+def _inspector(config: ReceiverConfig) -> Inspector | None:
+    if not config.ui:
+        return None
+    from prefctl.receiver.inspector import Inspector
+
+    return Inspector(token=config.ui_token, redact=config.redact, rng=config.rng)
 
 
 def serve(

@@ -48,6 +48,7 @@ __all__ = [
     "alert_timeline",
     "explain",
     "format_duration",
+    "format_minutes",
     "outcome_table",
 ]
 
@@ -357,3 +358,12 @@ def format_duration(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
     return " ".join(parts) or "0s"
+
+
+def format_minutes(minutes: float) -> str:
+    """``2h05m`` style, to the minute (virtual times of a simulation)."""
+    whole = round(minutes)
+    hours, rest = divmod(whole, 60)
+    if hours and rest:
+        return f"{hours}h{rest:02d}m"
+    return f"{hours}h" if hours else f"{rest}m"
