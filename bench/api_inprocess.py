@@ -47,11 +47,12 @@ class InProcess:
         from prefctl.config import paths
         from prefctl.emulator.app import EmulatorContext, create_app
 
-        self.ctx = EmulatorContext(
-            store_path=paths.store_path(data_dir), base_url="http://127.0.0.1:8750"
-        )
         # Seeded EventIds: the same index pages are touched from run to run.
-        self.ctx.shared("profiles.event_rng", lambda: random.Random(7))
+        self.ctx = EmulatorContext(
+            store_path=paths.store_path(data_dir),
+            base_url="http://127.0.0.1:8750",
+            rng=random.Random(7),
+        )
         self.app = create_app(self.ctx)
 
     async def call(

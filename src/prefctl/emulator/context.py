@@ -13,15 +13,21 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from prefctl.clock import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from prefctl.dispatcher.handshake import HandshakeRunner
+    from prefctl.emulator.group_writer import GroupWriter
+    from prefctl.emulator.keys import KeyRing
+    from prefctl.emulator.oauth import VerifiedTokens
+    from prefctl.emulator.routes.imports import ImportRuns
 
 __all__ = ["API_PATH", "EmulatorContext", "Service"]
 
 API_PATH = "/api/v1"
 
-T = TypeVar("T")
 
 Service = Callable[["EmulatorContext"], AbstractAsyncContextManager[None]]
 
@@ -47,8 +53,17 @@ class EmulatorContext:
     store_fault: str | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
-    _shared: dict[str, Any] = field(default_factory=dict, repr=False)
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # The features' long-lived helpers, each made on first use by the function that owns it
+    # (``oauth.key_ring``, ``oauth.verified_tokens``, ``provisioning.handshake_runner``,
+    # ``group_writer.group_writer``, ``routes.imports``), under ``lock``.
+    key_ring: KeyRing | None = field(default=None, repr=False)
+    verified_tokens: VerifiedTokens | None = field(default=None, repr=False)
+    handshake_runner: HandshakeRunner | None = field(default=None, repr=False)
+    group_writer: GroupWriter | None = field(default=None, repr=False)
+    import_runs: ImportRuns | None = field(default=None, repr=False)
+    # Held by the API's write transactions, so that they queue in order (``routes.write_lock``).
+    write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:
@@ -73,15 +88,6 @@ class EmulatorContext:
         """A delivery-rule duration under ``--time-scale``: ``seconds / time_scale``."""
         return seconds / self.time_scale
 
-    def shared(self, key: str, factory: Callable[[], T]) -> T:
-        """One object per context under ``key``, made by ``factory`` on first use (the token
-        signing keys, a feature's long-lived helpers)."""
-        with self._lock:
-            if key not in self._shared:
-                self._shared[key] = factory()
-            value: T = self._shared[key]
-            return value
-
     def connection(self) -> sqlite3.Connection:
         """This thread's connection to the store (opened on first use, closed by ``close``)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -90,13 +96,13 @@ class EmulatorContext:
 
             conn = connect(self.store_path)
             self._local.conn = conn
-            with self._lock:
+            with self.lock:
                 self._connections.append(conn)
         return conn
 
     def close(self) -> None:
         """Close every connection opened through ``connection``."""
-        with self._lock:
+        with self.lock:
             connections, self._connections = self._connections, []
         for conn in connections:
             conn.close()

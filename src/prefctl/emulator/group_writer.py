@@ -48,7 +48,6 @@ T = TypeVar("T")
 # Writes per transaction at most: enough to amortize a commit, few enough that a batch holds the
 # store's write lock for milliseconds, not seconds.
 MAX_BATCH = 32
-_SHARED_KEY = "store.group_writer"
 _READ_SIZE = 1 << 16
 
 
@@ -269,4 +268,10 @@ def _fail(lost: list[_Job], code: int) -> None:
 
 def group_writer(ctx: EmulatorContext) -> GroupWriter:
     """The context's one ``GroupWriter`` (made on first use)."""
-    return ctx.shared(_SHARED_KEY, lambda: GroupWriter(ctx))
+    writer = ctx.group_writer
+    if writer is None:
+        with ctx.lock:
+            if ctx.group_writer is None:
+                ctx.group_writer = GroupWriter(ctx)
+            writer = ctx.group_writer
+    return writer

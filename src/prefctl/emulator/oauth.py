@@ -116,7 +116,13 @@ class Principal:
 
 def key_ring(ctx: EmulatorContext) -> KeyRing:
     """The context's signing keys (created in the store on first use)."""
-    return ctx.shared("oauth.key_ring", lambda: KeyRing.load(ctx.connection(), ctx.clock))
+    ring = ctx.key_ring
+    if ring is None:
+        with ctx.lock:
+            if ctx.key_ring is None:
+                ctx.key_ring = KeyRing.load(ctx.connection(), ctx.clock)
+            ring = ctx.key_ring
+    return ring
 
 
 # -- the token request -----------------------------------------------------------------------------
@@ -348,7 +354,7 @@ def verify_access_token(ctx: EmulatorContext, token: str) -> Principal:
 _VERIFIED_CACHE_SIZE = 1024
 
 
-class _VerifiedTokens:
+class VerifiedTokens:
     """Claims of tokens whose signature already verified, keyed by the token string.
 
     Verifying an RS256 signature costs ~0.4 ms, a large share of a REST request; the signature
@@ -374,9 +380,20 @@ class _VerifiedTokens:
                 self._claims.popitem(last=False)
 
 
+def verified_tokens(ctx: EmulatorContext) -> VerifiedTokens:
+    """The context's cache of verified token signatures (made on first use)."""
+    cache = ctx.verified_tokens
+    if cache is None:
+        with ctx.lock:
+            if ctx.verified_tokens is None:
+                ctx.verified_tokens = VerifiedTokens()
+            cache = ctx.verified_tokens
+    return cache
+
+
 def _signed_claims(ctx: EmulatorContext, token: str) -> dict[str, Any]:
     """The claims of ``token`` once its signature, issuer and audience verify."""
-    cache = ctx.shared("oauth.verified-tokens", _VerifiedTokens)
+    cache = verified_tokens(ctx)
     cached = cache.get(token)
     if cached is not None:
         return cached

@@ -26,22 +26,23 @@ if TYPE_CHECKING:
 
 __all__ = ["handshake_runner", "register"]
 
-_RUNNER_KEY = "provisioning.handshake_runner"
-
 
 def handshake_runner(ctx: EmulatorContext) -> HandshakeRunner:
     """The context's handshake runner (made on first use)."""
-    return ctx.shared(
-        _RUNNER_KEY,
-        lambda: HandshakeRunner(
-            ctx.connection,
-            clock=ctx.clock,
-            rng=random.SystemRandom(),
-            api_url=ctx.api_url,
-            timings=HandshakeTimings.scaled(ctx.scaled),
-            user_agent=f"prefctl-emulator/{__version__}",
-        ),
-    )
+    runner = ctx.handshake_runner
+    if runner is None:
+        with ctx.lock:
+            if ctx.handshake_runner is None:
+                ctx.handshake_runner = HandshakeRunner(
+                    ctx.connection,
+                    clock=ctx.clock,
+                    rng=random.SystemRandom(),
+                    api_url=ctx.api_url,
+                    timings=HandshakeTimings.scaled(ctx.scaled),
+                    user_agent=f"prefctl-emulator/{__version__}",
+                )
+            runner = ctx.handshake_runner
+    return runner
 
 
 def register(app: FastAPI, ctx: EmulatorContext) -> None:

@@ -64,7 +64,6 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_JSON_DEPTH",
     "PROBLEM_MEDIA_TYPE",
-    "WRITE_LOCK_KEY",
     "EventsRead",
     "JsonContent",
     "LaneRoute",
@@ -114,7 +113,6 @@ MAX_BODY_BYTES = 1024 * 1024
 # Levels of arrays and objects in a JSON request body at most (see ``check_depth``).
 MAX_JSON_DEPTH = 64
 # The ``EmulatorContext.shared`` key of the writer lock (see ``write_lock``).
-WRITE_LOCK_KEY = "store.write_lock"
 _REALM = 'Bearer realm="prefctl-emulator"'
 
 # Documents the Bearer scheme in the OpenAPI; the header itself is read and checked by ``require``.
@@ -371,7 +369,7 @@ def write_lock(request: Request) -> threading.Lock:
     writes run in the writer process (``emulator.group_writer``), which cannot take it: they meet
     these rarer writes, and the dispatcher's, in SQLite's busy handler.
     """
-    return get_ctx(request).shared(WRITE_LOCK_KEY, threading.Lock)
+    return get_ctx(request).write_lock
 
 
 # -- authentication and authorization --------------------------------------------------------------

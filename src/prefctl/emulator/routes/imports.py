@@ -250,7 +250,7 @@ def _require_state(
     return job
 
 
-class _ImportRuns:
+class ImportRuns:
     """The imports this emulator is running, one task each on its event loop (never two for one
     import). Only touched from that loop."""
 
@@ -317,8 +317,14 @@ class _ImportRuns:
             log.exception("import %s of %s could not be marked Failed", import_id, account)
 
 
-def _runs(ctx: EmulatorContext) -> _ImportRuns:
-    return ctx.shared("imports.runs", lambda: _ImportRuns(ctx))
+def _runs(ctx: EmulatorContext) -> ImportRuns:
+    runs = ctx.import_runs
+    if runs is None:
+        with ctx.lock:
+            if ctx.import_runs is None:
+                ctx.import_runs = ImportRuns(ctx)
+            runs = ctx.import_runs
+    return runs
 
 
 @contextlib.asynccontextmanager
