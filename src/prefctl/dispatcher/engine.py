@@ -21,7 +21,11 @@ At the start of every cycle the engine takes the answers that arrived, applies
 connection error or no answer within 30 s: retried with backoff), and records all of them, with
 endpoint health, in ONE transaction (``store.deliveries.record_results``), the same that then
 claims for the accounts whose turn it is (one transaction per cycle, not two: ``BEGIN``/``COMMIT``
-were a tenth of a busy cycle's store work in the simulator). A request that got no
+were a tenth of a busy cycle's store work in the simulator). The real dispatcher (``store_thread``)
+claims and sends first and records in a second transaction while those requests are on the wire:
+under the account's ceiling, time spent before sending is time no request of it is out (a late
+success recorded after a claim can then not stop a retry claimed in the same cycle: best effort,
+as below). A request that got no
 answer within the response timeout is recorded ``timed_out`` (its retry scheduled) but kept open
 until the late-success window ends: a 200 within it is recorded ``late_delivered`` by no owner,
 which cancels the pending retry (best effort: a retry already sent may duplicate).
@@ -213,7 +217,11 @@ class Engine:
     # -- one cycle ---------------------------------------------------------------------------
     async def run_cycle(self) -> CycleReport:
         """Record what came back and claim for each account whose turn it is, in one store
-        transaction; then tell the observers and send what was claimed."""
+        transaction; then tell the observers and send what was claimed. With ``store_thread``
+        (the real dispatcher), when there is both to record and room to claim, the claims are
+        made and sent first and the answers recorded while those requests are on the wire: the
+        store's work for a full cycle is a good part of a second on a busy machine, and no
+        request of the account may go out before its cycle's claim."""
         await self.start()
         assert self._inflight is not None
         now = epoch(self.clock.now())
@@ -222,12 +230,15 @@ class Engine:
             self.transport.cancel(expired)
         batch = self._batch([*self._take_carried(), *results, *late])
         plans = [self._plan(row, account, now) for row, account in self._due_accounts(now)]
-        applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
-        recorded = self._recorded(batch, applied)
-        claimed = sent = 0
-        for plan, got in zip(plans, claims, strict=True):
-            claimed += len(got)
-            sent += await self._dispatch(plan, got, now)
+        if self.store_thread and batch and any(plan.room > 0 for plan in plans):
+            _, claims = await self._in_store(self._store_cycle, [], now, plans)
+            claimed, sent = await self._dispatch_all(plans, claims, now)
+            applied, _ = await self._in_store(self._store_cycle, batch, now, [])
+            recorded = self._recorded(batch, applied)
+        else:
+            applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
+            recorded = self._recorded(batch, applied)
+            claimed, sent = await self._dispatch_all(plans, claims, now)
         moment = self.clock.now()
         if plans:
             self.totals.cycles += 1
@@ -326,6 +337,16 @@ class Engine:
             self.conn, now, name
         )
         return claimed
+
+    async def _dispatch_all(
+        self, plans: list[_Plan], claims: list[list[ClaimedDelivery]], now: float
+    ) -> tuple[int, int]:
+        """Send each plan's claims. Returns how many were claimed and sent."""
+        claimed = sent = 0
+        for plan, got in zip(plans, claims, strict=True):
+            claimed += len(got)
+            sent += await self._dispatch(plan, got, now)
+        return claimed, sent
 
     async def _dispatch(self, plan: _Plan, claimed: list[ClaimedDelivery], now: float) -> int:
         """Check each claimed delivery against the policy and probation, then send the rest in
