@@ -14,8 +14,9 @@ limit (raising the soft limit towards the hard one first). Within that cap, a ho
 ``HOST_START`` (64) transfers: libcurl slows down sharply when thousands of transfers wait inside
 one multi handle (5,000 queued behind 64 connections: 3.5k/s), and a fast endpoint gains nothing
 from thousands of connections, so the others wait here, per host, hosts taking turns. A host
-whose transfers are all busy and that gave no answer for ``SLOW_HOST_SECONDS`` is slow: everything
-waiting for it goes into curl at once, up to the cap (until its queue is empty again). The time a
+whose transfers are all busy and that gave no answer for ``SLOW_HOST_SECONDS`` is slow: it gets
+twice as many, again each time as long passes with no answer, up to the cap (until its queue is
+empty again). The time a
 request waits here is reported (``Response.waited``, ``wire_wait``): the response timeout counts
 from when it goes on the wire. A request still waiting after its whole response timeout (only
 when the open-files limit caps the connections) is given up unsent.
@@ -66,9 +67,11 @@ FD_RESERVE = 256
 MAX_BODY_BYTES = 64 * 1024
 # Connections a host gets at first: a fast endpoint takes thousands of requests a second over them.
 HOST_START = 64
-# A host that gave no answer for this long while every connection it has is busy is slow: every
-# request waiting for it goes out at once, up to the cap.
-SLOW_HOST_SECONDS = 0.1
+# A host that gave no answer for this long while every connection it has is busy is slow: it gets
+# twice as many, up to the cap, and again each time this passes with no answer. (Shorter, an
+# endpoint as fast as nginx, paused with its process on a busy machine, was taken for slow, and
+# thousands of connections slowed both sides.)
+SLOW_HOST_SECONDS = 0.25
 # libcurl's CURL_CSELECT_IN/OUT/ERR (curl/multi.h), kept here so that importing this module does
 # not import pycurl.
 _CSELECT_IN, _CSELECT_OUT, _CSELECT_ERR = 1, 2, 4
@@ -341,7 +344,7 @@ class CurlTransport:
 
     def _width(self, host: str) -> int:
         """How many transfers ``host`` may have at once now: ``HOST_START`` (within the cap), or
-        the cap while it is slow."""
+        more while it is slow."""
         return self._host_width.get(host) or min(HOST_START, self._per_host)
 
     def _offer_turn(self, host: str) -> None:
@@ -378,8 +381,8 @@ class CurlTransport:
             self._slow_check = self._loop.call_later(SLOW_HOST_SECONDS, self._widen_slow_hosts)
 
     def _widen_slow_hosts(self) -> None:
-        """Let every request waiting for a slow host go: one whose connections are all busy and
-        that gave no answer for ``SLOW_HOST_SECONDS`` (the loop runs the transport's socket
+        """Double the transfers of a slow host (up to the cap): one whose transfers are all busy
+        and that gave no answer for ``SLOW_HOST_SECONDS`` (the loop runs the transport's socket
         callbacks before this timer, so answers that came meanwhile are counted first)."""
         self._slow_check = None
         if self._closed:
@@ -388,8 +391,10 @@ class CurlTransport:
         for host in list(self._queues):
             busy = self._host_active.get(host, 0)
             quiet = now - self._quiet_since.get(host, now)
-            if busy >= self._width(host) and quiet >= SLOW_HOST_SECONDS:
-                self._host_width[host] = self._per_host
+            width = self._width(host)
+            if busy >= width and quiet >= SLOW_HOST_SECONDS and width < self._per_host:
+                self._host_width[host] = min(self._per_host, 2 * width)
+                self._quiet_since[host] = now  # the next doubling after as long again
                 self._offer_turn(host)
         self._pump()
         self._watch_slow()
