@@ -15,11 +15,11 @@ limit (raising the soft limit towards the hard one first). Within that cap, a ho
 one multi handle (5,000 queued behind 64 connections: 3.5k/s), and a fast endpoint gains nothing
 from thousands of connections, so the others wait here, per host, hosts taking turns. A host
 whose transfers are all busy and that gave no answer for ``SLOW_HOST_SECONDS`` is slow: it gets
-twice as many, again each time as long passes with no answer, up to the cap (until its queue is
-empty again). The time a
-request waits here is reported (``Response.waited``, ``wire_wait``): the response timeout counts
-from when it goes on the wire. A request still waiting after its whole response timeout (only
-when the open-files limit caps the connections) is given up unsent.
+twice as many, again each time as long passes with no answer, up to the cap (until it has
+nothing in flight). The time a request waits here is reported (``Response.waited``,
+``wire_wait``): the response timeout counts from when it goes on the wire. A request still
+waiting after its whole response timeout (only when the open-files limit caps the connections)
+is given up unsent.
 
 Requests are HTTP/1.1 POSTs over kept-alive connections: no redirects followed (a 3xx is reported
 with its Location in ``error``), no proxy, only http and https, TLS verified (an account's extra CAs
@@ -373,7 +373,6 @@ class CurlTransport:
                 self._launch(host, queue.popleft(), now)
             if not queue:
                 del self._queues[host]
-                self._host_width.pop(host, None)  # the next requests start narrow again
             self._offer_turn(host)
 
     def _watch_slow(self) -> None:
@@ -483,8 +482,9 @@ class CurlTransport:
         self._host_active[host] -= 1
         if self._host_active[host]:
             self._quiet_since[host] = time.monotonic()
-        else:
-            self._quiet_since.pop(host, None)  # idle: quiet counts again from its next request
+        else:  # idle: quiet counts again from its next request, which starts narrow again
+            self._quiet_since.pop(host, None)
+            self._host_width.pop(host, None)
         if len(self._idle) < self._max_active:
             self._idle.append(handle)
         else:
