@@ -47,7 +47,8 @@ def start_nginx(tmp: Path, port: int) -> subprocess.Popen[bytes]:
 worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
+worker_rlimit_nofile 20000;
+events {{ worker_connections 16384; }}
 http {{
   access_log off;
   keepalive_requests 1000000;

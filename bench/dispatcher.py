@@ -1,44 +1,52 @@
-"""Benchmark the dispatcher (DESIGN §12.2; results in docs/performance.md).
+"""Benchmark the dispatcher (DESIGN §12.2 and §12.7; results in docs/performance.md).
 
 With MaxConcurrentRequests 5000 and Duration 1, in one process (this one): queue N events in a
 temporary store, then run the real engine (``dispatcher.run``, ``--once``: claims, check_due,
 probation, bodies, a fresh signature per attempt, libcurl, one results transaction per cycle)
-until all are delivered. Two targets, in the same run:
+until all are delivered. Three targets, in the same run:
 
 - ``nginx``: nginx answering 200 to everything, one worker, its own config on a free port
   (the machine's ceiling for the receiving side);
-- ``receive``: ``prefctl -o json receive`` with signature verification on, its NDJSON to a file.
+- ``receive``: ``prefctl -o json receive`` with signature verification on, its NDJSON to a file;
+- ``slow-1s``: an endpoint on a thread of this process that answers every POST after 1 s, with
+  MaxConcurrentRequests 500: deliveries/s and the most requests it held at once ("peak in
+  flight"; target: it reaches the setting and never exceeds it).
 
 Printed: deliveries/s over the run (delivered / time from the first cycle to the last result
 recorded: with 5000 per 1 s cycle its ceiling is N / (N/5000 − 1 + the last cycle's time)), the
 steady rate (between results batches, leaving out the first and last 1.5 s), cycles, resident memory of this process with the whole queue in the store (before the
 run, once warm after two batches, at its peak and at the end: the queue is never loaded into
 memory, so it stays flat whatever its length), the 1-minute load average (the machine is shared),
-and the checks (every delivery delivered; the receiver verified every signature).
+the dispatcher's CPU time per delivery (this process: it does not depend on what else runs), and
+the checks (every delivery delivered; the receiver verified every signature).
 
-Target (DESIGN §12): ≥ 5,000 deliveries/s in both (the spec's maximum: 5000 per 1 s cycle).
+Target (DESIGN §12): ≥ 5,000 deliveries/s into nginx and into ``prefctl receive`` (the spec's
+maximum: 5000 per 1 s cycle); against the 1 s endpoint a peak in flight of exactly 500.
 
 Needs nginx on PATH for the first target (Debian: ``apt-get install -y nginx``); this script does
 not install it and skips that target with a note when it is missing.
-Run: ``.venv/bin/python bench/dispatcher.py [--events 100000] [--receiver-events 50000] [--json]``.
+Run: ``.venv/bin/python bench/dispatcher.py [--events 100000] [--receiver-events 50000]
+[--slow-events 5000] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _common import free_port, start_nginx, wait_healthy
+from _common import free_port, own_cpu_seconds, start_nginx, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -64,6 +72,9 @@ class Result:
     rss_peak_mib: float
     rss_end_mib: float
     load_average: float
+    max_concurrent_requests: int
+    cpu_us_per_delivery: float  # this process (the dispatcher), user + system
+    peak_in_flight: int | None = None  # as the endpoint saw it (the slow endpoint only)
     checks: dict[str, Any] = field(default_factory=dict)
 
 
@@ -74,9 +85,9 @@ def rss_mib() -> float:
     return 0.0
 
 
-def make_store(path: Path, url: str, events: int) -> None:
-    """A store with one account (MaxConcurrentRequests 5000, Duration 1), one subscription to
-    ``url`` and ``events`` queued profile.created events of about 1 KB."""
+def make_store(path: Path, url: str, events: int, max_concurrent: int = 5000) -> None:
+    """A store with one account (MaxConcurrentRequests ``max_concurrent``, Duration 1), one
+    subscription to ``url`` and ``events`` queued profile.created events of about 1 KB."""
     from prefctl.store import deliveries, subscriptions
     from prefctl.store import events as event_store
     from prefctl.store.accounts import Account, add_account
@@ -97,7 +108,7 @@ def make_store(path: Path, url: str, events: int) -> None:
     }
     with transaction(conn):
         add_account(conn, Account(ACCOUNT, HASHKEY, SIGNATURE_USER_ID, created_at=now))
-        update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": 5000, "Duration": 1})
+        update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": max_concurrent, "Duration": 1})
         record = subscriptions.create_subscription(conn, ACCOUNT, body, actor="bench", now=now)
         subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=now)
     filler = "x" * 700
@@ -163,14 +174,63 @@ class Meter:
         self.rss_peak = max(self.rss_peak, rss_mib())
 
 
-def measure(target: str, store: Path, events: int) -> Result:
+class SlowEndpoint:
+    """An HTTP/1.1 endpoint on 127.0.0.1 that answers every POST 200 after ``delay`` seconds, on
+    a thread of this process (its own event loop); ``peak`` is the most requests it held at
+    once."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        self.delay = delay
+        self.holding = self.peak = 0
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> SlowEndpoint:
+        self._thread.start()
+        self._started.wait(10)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def _serve(self) -> None:
+        start = asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=4096)
+        server = self._loop.run_until_complete(start)
+        self._started.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    (int(line[15:]) for line in head.lower().split(b"\r\n")
+                     if line.startswith(b"content-length:")),
+                    0,
+                )  # fmt: skip
+                await reader.readexactly(length)
+                self.holding += 1
+                self.peak = max(self.peak, self.holding)
+                await asyncio.sleep(self.delay)
+                self.holding -= 1
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+def measure(target: str, store: Path, events: int, max_concurrent: int = 5000) -> Result:
     from prefctl.dispatcher.run import DispatcherConfig, run
     from prefctl.store.db import connect
 
     meter = Meter()
     rss_start = rss_mib()
+    cpu_start = own_cpu_seconds("self")
     totals = run(DispatcherConfig(store_path=store, once=True, plugins=False, observers=[meter]))
     rss_end = rss_mib()
+    cpu = own_cpu_seconds("self") - cpu_start
     seconds = (meter.last or 0.0) - (meter.first or 0.0)
     conn = connect(store)
     states = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
@@ -189,6 +249,8 @@ def measure(target: str, store: Path, events: int) -> Result:
         rss_peak_mib=round(max(meter.rss_peak, rss_end), 1),
         rss_end_mib=round(rss_end, 1),
         load_average=round(os.getloadavg()[0], 2),
+        max_concurrent_requests=max_concurrent,
+        cpu_us_per_delivery=round(cpu / totals.delivered * 1e6, 1) if totals.delivered else 0.0,
         checks={"states": states, "failed": totals.failed, "timed_out": totals.timed_out},
     )
 
@@ -232,6 +294,9 @@ def main() -> None:
     parser.add_argument(
         "--receiver-events", type=int, default=50_000, help="events queued for prefctl receive"
     )
+    parser.add_argument(
+        "--slow-events", type=int, default=5000, help="events queued for the 1 s endpoint"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     results: list[Result] = []
@@ -265,21 +330,33 @@ def main() -> None:
             stop(receiver)
         result.checks |= receiver_checks(output)
         results.append(result)
+        with SlowEndpoint(delay=1.0) as endpoint:
+            store = tmp / "slow.db"
+            url = f"http://127.0.0.1:{endpoint.port}/webhooks"
+            make_store(store, url, args.slow_events, max_concurrent=500)
+            result = measure("slow-1s", store, args.slow_events, max_concurrent=500)
+            result.peak_in_flight = endpoint.peak
+        results.append(result)
     if args.json:
         print(json.dumps({"results": [asdict(r) for r in results], "notes": notes}, indent=2))
         return
     print(
-        "target   events  delivered  seconds  deliveries/s  steady/s  cycles  largest batch"
-        "  RSS MiB start/warm/peak/end  load"
+        "target    events  delivered  seconds  deliveries/s  steady/s  cycles  largest batch"
+        "  RSS MiB start/warm/peak/end  load  CPU µs/delivery"
     )
     for r in results:
         rss = f"{r.rss_start_mib:.0f}/{r.rss_warm_mib:.0f}/{r.rss_peak_mib:.0f}/{r.rss_end_mib:.0f}"
         print(
-            f"{r.target:<8} {r.events:>6} {r.delivered:>10} {r.seconds:>8.2f} "
+            f"{r.target:<9} {r.events:>6} {r.delivered:>10} {r.seconds:>8.2f} "
             f"{r.deliveries_per_s:>13,.0f} {r.steady_per_s:>9,.0f} {r.cycles:>7}"
             f" {r.largest_batch:>14}"
-            f"  {rss:<27}  {r.load_average:.1f}"
+            f"  {rss:<27}  {r.load_average:.1f}  {r.cpu_us_per_delivery:.0f}"
         )
+        if r.peak_in_flight is not None:
+            print(
+                f"         peak in flight {r.peak_in_flight}"
+                f" (MaxConcurrentRequests {r.max_concurrent_requests})"
+            )
         print(f"         checks: {r.checks}")
     for note in notes:
         print(f"note: {note}")

@@ -234,31 +234,86 @@ def test_engine_answer_after_the_late_window_changes_nothing(conn: sqlite3.Conne
     rig.close()
 
 
-def test_engine_cycle_claims_at_most_max_concurrent_requests(conn: sqlite3.Connection) -> None:
+def test_engine_cycle_claims_only_what_keeps_max_concurrent_requests_in_flight(
+    conn: sqlite3.Connection,
+) -> None:
     set_settings(conn, MaxConcurrentRequests=50)
-    queue_events(conn, subscribe(conn, URL), 200)
-    rig = Rig(conn, lambda _r: Reply(200, elapsed=2.5))
+    queue_events(conn, subscribe(conn, URL), 300)
+    # Every other request answers in 0.5 s, the others in 2.5 s.
+    elapsed: dict[int, float] = {}
+
+    def answer(request: Request) -> Reply:
+        elapsed[request.key] = 0.5 if request.key % 2 else 2.5
+        return Reply(200, elapsed=elapsed[request.key])
+
+    rig = Rig(conn, answer)
     sent = [rig.cycle().sent]
-    for _ in range(6):
+    held = [_in_flight(rig, elapsed)]
+    for _ in range(8):
         sent.append(rig.advance(1).sent)
-    # 50 events attempted per cycle, also while earlier ones wait for their answers; but no more
-    # than two cycles' worth wait at once: a receiver slower than the cycles sets the pace.
-    assert sent == [50, 50, 0, 50, 50, 0, 0]
-    assert states(conn)["delivered"] == 150
+        held.append(_in_flight(rig, elapsed))
+    # A cycle tops up to the ceiling, never past it: 50, then what the answers freed.
+    assert held == [50] * 9
+    assert sent[:4] == [50, 25, 13, 31]
+    assert states(conn)["delivered"] == sum(sent) - 50
     rig.close()
 
 
-def test_engine_cycles_start_duration_apart(conn: sqlite3.Connection) -> None:
+def test_engine_request_in_the_late_window_still_counts_against_the_ceiling(
+    conn: sqlite3.Connection,
+) -> None:
+    # The first 50 requests answer 200 after 100 s: timed out at 30 s, delivered late; until then
+    # the endpoint still holds them, so no other request goes out.
+    set_settings(conn, MaxConcurrentRequests=50)
+    queue_events(conn, subscribe(conn, URL), 100)
+    rig = Rig(conn, lambda request: Reply(200, elapsed=100.0 if request.key <= 50 else 0.0))
+    sent = [rig.cycle().sent]
+    for _ in range(100):
+        sent.append(rig.advance(1).sent)
+    assert sent[0] == 50
+    assert sum(sent[1:100]) == 0
+    assert sent[100] == 50  # at T0 + 100 s the late answers settled them
+    assert rig.engine.totals.late_delivered == 50
+    rig.close()
+
+
+def _in_flight(rig: Rig, elapsed: dict[int, float]) -> int:
+    """Requests the model endpoint holds now: sent, and not answered yet."""
+    now = rig.clock.now().timestamp()
+    sent = zip(rig.transport.sent, _send_times(rig), strict=True)
+    return sum(1 for request, at in sent if at + elapsed[request.key] > now)
+
+
+def _cycle_starts(conn: sqlite3.Connection, events: int, *, first_send: float = 0.0) -> list[float]:
+    """Run ``events`` through the engine (MaxConcurrentRequests 50, Duration 5) until done,
+    the clock moving ``first_send`` seconds while the first cycle hands its requests over (its
+    work took that long); the seconds after T0 at which cycles sent, every event delivered."""
     set_settings(conn, MaxConcurrentRequests=50, Duration=5)
-    subscription = subscribe(conn, URL)
-    queue_events(conn, subscription, 120)
-    rig = Rig(conn)
+    queue_events(conn, subscribe(conn, URL), events)
+    work = [first_send]
+
+    def answer(_request: Request) -> Reply:
+        if work:
+            rig.clock.advance(work.pop())
+        return Reply(200)
+
+    rig = Rig(conn, answer)
     totals = rig.run(rig.engine.run(once=True))
-    starts = sorted({request_time for request_time in _send_times(rig)})
-    assert [round(t - T0, 6) for t in starts] == [0.0, 5.0, 10.0]
-    assert totals.delivered == 120
-    assert states(conn)["delivered"] == 120
     rig.loop.close()
+    assert totals.delivered == states(conn)["delivered"] == events
+    return [round(t - T0, 6) for t in sorted(set(_send_times(rig)))]
+
+
+def test_engine_cycles_start_duration_apart(conn: sqlite3.Connection) -> None:
+    assert _cycle_starts(conn, 120) == [0.0, 5.0, 10.0]
+
+
+def test_engine_cycle_that_overran_duration_is_followed_as_it_ends(
+    conn: sqlite3.Connection,
+) -> None:
+    # Duration counts from a cycle's start: the first cycle's work takes 7 s, so the second
+    # starts as the first ends, at 7 s, and the third 5 s after the second started.
+    assert _cycle_starts(conn, 150, first_send=7) == [0.0, 7.0, 12.0]
 
 
 def _send_times(rig: Rig) -> list[float]:

@@ -7,13 +7,19 @@ one epoll set whose own descriptor the loop watches (``loop.add_reader``), and c
 as fast as a dedicated thread looping on ``multi.perform`` and with no hand-over of results across
 threads; one ``add_reader`` per socket plus a loop timer per curl timer change ran 3.6k/s.
 
-libcurl slows down sharply when thousands of transfers wait inside one multi handle (5,000
-queued behind 64 connections: 3.5k/s), so requests wait here, per host, and at most ``per_host``
-(64) transfers per host and ``max_active`` (1024) in all are inside curl at once; hosts take turns.
-A receiver that hangs therefore holds at most 64 connections while other hosts keep theirs. The
-time a request waits here is reported (``Response.waited``, ``wire_wait``): the response timeout
-counts from when it goes on the wire. A request still waiting after its whole response timeout is
-given up unsent.
+How many transfers are inside curl at once: the engine sizes the transport for the sum of its
+accounts' MaxConcurrentRequests (``size_for``), so that an account meets no limit below its own
+setting, even with every request to one host; ``connection_cap`` fits that to the open-files
+limit (raising the soft limit towards the hard one first). Within that cap, a host starts with
+``HOST_START`` (64) transfers: libcurl slows down sharply when thousands of transfers wait inside
+one multi handle (5,000 queued behind 64 connections: 3.5k/s), and a fast endpoint gains nothing
+from thousands of connections, so the others wait here, per host, hosts taking turns. A host
+whose transfers are all busy and that gave no answer for ``SLOW_HOST_SECONDS`` is slow: it gets
+twice as many, again each time as long passes with no answer, up to the cap (until it has
+nothing in flight). The time a request waits here is reported (``Response.waited``,
+``wire_wait``): the response timeout counts from when it goes on the wire. A request still
+waiting after its whole response timeout (only when the open-files limit caps the connections)
+is given up unsent.
 
 Requests are HTTP/1.1 POSTs over kept-alive connections: no redirects followed (a 3xx is reported
 with its Location in ``error``), no proxy, only http and https, TLS verified (an account's extra CAs
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import resource
 import select
 import selectors
 import ssl
@@ -40,12 +47,31 @@ from urllib.parse import urlsplit
 from prefctl import __version__
 from prefctl.dispatcher.transport import UNSENT_ERROR, Request, Response, TlsIdentity
 
-__all__ = ["MAX_ACTIVE", "MAX_BODY_BYTES", "PER_HOST_ACTIVE", "CurlTransport"]
+__all__ = [
+    "DEFAULT_IN_FLIGHT",
+    "FD_RESERVE",
+    "HOST_START",
+    "MAX_BODY_BYTES",
+    "SLOW_HOST_SECONDS",
+    "CurlTransport",
+    "connection_cap",
+]
 
 USER_AGENT = f"prefctl-dispatcher/{__version__}"
-PER_HOST_ACTIVE = 64
-MAX_ACTIVE = 1024
+# Connections made room for until the engine sizes the transport (the spec's default
+# MaxConcurrentRequests).
+DEFAULT_IN_FLIGHT = 500
+# Open files kept free for everything else of the process (the store, its journal, the servers of
+# the emulator and their clients, logs).
+FD_RESERVE = 256
 MAX_BODY_BYTES = 64 * 1024
+# Connections a host gets at first: a fast endpoint takes thousands of requests a second over them.
+HOST_START = 64
+# A host that gave no answer for this long while every connection it has is busy is slow: it gets
+# twice as many, up to the cap, and again each time this passes with no answer. (Shorter, an
+# endpoint as fast as nginx, paused with its process on a busy machine, was taken for slow, and
+# thousands of connections slowed both sides.)
+SLOW_HOST_SECONDS = 0.25
 # libcurl's CURL_CSELECT_IN/OUT/ERR (curl/multi.h), kept here so that importing this module does
 # not import pycurl.
 _CSELECT_IN, _CSELECT_OUT, _CSELECT_ERR = 1, 2, 4
@@ -55,6 +81,27 @@ _CSELECT_IN, _CSELECT_OUT, _CSELECT_ERR = 1, 2, 4
 class _Queued:
     request: Request
     submitted: float  # time.monotonic() at send()
+
+
+def connection_cap(wanted: int) -> int:
+    """How many connections to hold for ``wanted`` requests at once: all of them, within the
+    open-files limit less ``FD_RESERVE``. A soft limit too low is raised first, up to the hard
+    limit (as a server does at start); where that is refused, the cap is what the limit leaves
+    (at least half of it)."""
+    wanted = max(1, wanted)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    need = wanted + FD_RESERVE
+    if soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        if raised > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+                soft = raised
+            except (ValueError, OSError):
+                pass  # the limit stays as it is: the cap follows it
+    return max(1, min(wanted, max(soft - FD_RESERVE, soft // 2)))
 
 
 @lru_cache(maxsize=4096)
@@ -156,9 +203,10 @@ class _SelectorPoller:
 class CurlTransport:
     """HTTP/1.1 POSTs through libcurl's multi interface, on the running asyncio loop.
 
-    Create it anywhere; it binds to the loop of its first ``send``. ``per_host`` and
-    ``max_active`` bound the transfers inside curl (the rest wait here, oldest first, hosts taking
-    turns); ``max_body_bytes`` caps the response body read.
+    Create it anywhere; it binds to the loop of its first ``send``. ``size_for`` sets how many
+    transfers are inside curl at once, to one host and in all (``connection_cap``; until then
+    ``DEFAULT_IN_FLIGHT``); ``per_host`` and ``max_active`` fix either instead. The rest wait here,
+    oldest first, hosts taking turns. ``max_body_bytes`` caps the response body read.
     """
 
     payloads = True  # real HTTP: every request carries its body and signature
@@ -166,22 +214,22 @@ class CurlTransport:
     def __init__(
         self,
         *,
-        per_host: int = PER_HOST_ACTIVE,
-        max_active: int = MAX_ACTIVE,
+        per_host: int | None = None,
+        max_active: int | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         import pycurl
 
         self._pycurl = pycurl
-        self._per_host = per_host
-        self._max_active = max_active
+        self._fixed_per_host = per_host
+        self._fixed_max_active = max_active
+        self._per_host = self._max_active = 0
         self._max_body = max_body_bytes
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poller = _EpollPoller() if hasattr(select, "epoll") else _SelectorPoller()
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self._multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
-        self._multi.setopt(pycurl.M_MAXCONNECTS, max_active)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._deadline: float | None = None
@@ -191,10 +239,14 @@ class CurlTransport:
         self._turns: deque[str] = deque()  # hosts with queued requests and a free slot
         self._in_turns: set[str] = set()
         self._host_active: dict[str, int] = {}
+        self._host_width: dict[str, int] = {}  # hosts found slow: their connections allowed
+        self._quiet_since: dict[str, float] = {}  # busy hosts: their last answer, or start
+        self._slow_check: asyncio.TimerHandle | None = None
         self._queued_keys: set[int] = set()
         self._cancelled: set[int] = set()
         self._answers: list[Response] = []
         self._closed = False
+        self._size(DEFAULT_IN_FLIGHT)
 
     # -- Transport -----------------------------------------------------------------------------
     def send(self, requests: Sequence[Request]) -> None:
@@ -213,6 +265,16 @@ class CurlTransport:
             self._queued_keys.add(request.key)
             self._offer_turn(host)
         self._pump()
+        self._watch_slow()
+
+    def size_for(self, in_flight: int) -> None:
+        if self._closed:
+            return
+        self._size(in_flight)
+        for host in list(self._queues):
+            self._offer_turn(host)  # a larger cap lets waiting requests go now
+        if self._loop is not None:
+            self._pump()
 
     def take(self) -> list[Response]:
         self._give_up_unsent()
@@ -246,14 +308,22 @@ class CurlTransport:
         self._active.clear()
         self._idle.clear()
         self._queues.clear()
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in (self._timer, self._slow_check):
+            if timer is not None:
+                timer.cancel()
         if self._loop is not None:
             self._loop.remove_reader(self._poller.fileno())
         self._multi.close()
         self._poller.close()
 
     # -- queueing ------------------------------------------------------------------------------
+    def _size(self, in_flight: int) -> None:
+        cap = connection_cap(in_flight)
+        self._max_active = self._fixed_max_active or cap
+        self._per_host = min(self._fixed_per_host or cap, self._max_active)
+        # Connections kept alive between cycles: one per transfer allowed at once.
+        self._multi.setopt(self._pycurl.M_MAXCONNECTS, self._max_active)
+
     def _give_up_unsent(self) -> None:
         """Answer the queued requests that waited their whole response timeout for a connection
         (a host that hangs keeps its slots): they will not be sent."""
@@ -272,11 +342,16 @@ class CurlTransport:
             if not queue:
                 del self._queues[host]
 
+    def _width(self, host: str) -> int:
+        """How many transfers ``host`` may have at once now: ``HOST_START`` (within the cap), or
+        more while it is slow."""
+        return self._host_width.get(host) or min(HOST_START, self._per_host)
+
     def _offer_turn(self, host: str) -> None:
         if (
             host not in self._in_turns
             and host in self._queues
-            and self._host_active.get(host, 0) < self._per_host
+            and self._host_active.get(host, 0) < self._width(host)
         ):
             self._turns.append(host)
             self._in_turns.add(host)
@@ -292,13 +367,36 @@ class CurlTransport:
             if queue is None:
                 continue  # its requests were given up meanwhile
             free = min(
-                self._per_host - self._host_active.get(host, 0), self._max_active - len(active)
+                self._width(host) - self._host_active.get(host, 0), self._max_active - len(active)
             )
             for _ in range(min(free, len(queue))):
                 self._launch(host, queue.popleft(), now)
             if not queue:
                 del self._queues[host]
             self._offer_turn(host)
+
+    def _watch_slow(self) -> None:
+        if self._slow_check is None and self._queues and self._loop is not None:
+            self._slow_check = self._loop.call_later(SLOW_HOST_SECONDS, self._widen_slow_hosts)
+
+    def _widen_slow_hosts(self) -> None:
+        """Double the transfers of a slow host (up to the cap): one whose transfers are all busy
+        and that gave no answer for ``SLOW_HOST_SECONDS`` (the loop runs the transport's socket
+        callbacks before this timer, so answers that came meanwhile are counted first)."""
+        self._slow_check = None
+        if self._closed:
+            return
+        now = time.monotonic()
+        for host in list(self._queues):
+            busy = self._host_active.get(host, 0)
+            quiet = now - self._quiet_since.get(host, now)
+            width = self._width(host)
+            if busy >= width and quiet >= SLOW_HOST_SECONDS and width < self._per_host:
+                self._host_width[host] = min(self._per_host, 2 * width)
+                self._quiet_since[host] = now  # the next doubling after as long again
+                self._offer_turn(host)
+        self._pump()
+        self._watch_slow()
 
     def _launch(self, host: str, queued: _Queued, now: float) -> None:
         request = queued.request
@@ -329,7 +427,10 @@ class CurlTransport:
         handle.waited = waited
         handle.host = host
         handle.received = 0
-        self._host_active[host] = self._host_active.get(host, 0) + 1
+        busy = self._host_active.get(host, 0)
+        if not busy:
+            self._quiet_since[host] = now
+        self._host_active[host] = busy + 1
         self._active[request.key] = handle
         self._multi.add_handle(handle)
 
@@ -379,6 +480,11 @@ class CurlTransport:
         del self._active[queued.request.key]
         host = handle.host
         self._host_active[host] -= 1
+        if self._host_active[host]:
+            self._quiet_since[host] = time.monotonic()
+        else:  # idle: quiet counts again from its next request, which starts narrow again
+            self._quiet_since.pop(host, None)
+            self._host_width.pop(host, None)
         if len(self._idle) < self._max_active:
             self._idle.append(handle)
         else:
@@ -445,6 +551,7 @@ class CurlTransport:
             if not remaining:
                 break
         self._pump()
+        self._watch_slow()
 
     def _report(self, handle: Any, status: int | None, error: str | None, now: float) -> None:
         queued: _Queued = handle.queued

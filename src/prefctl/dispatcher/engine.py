@@ -2,23 +2,30 @@
 
 One ``Engine`` delivers the queue of a store (every account, or one). Each cycle of an account:
 
-1. reads its settings (so ``settings set`` takes effect at the next cycle) and claims up to
-   MaxConcurrentRequests due deliveries as leases; fewer only while more than one cycle's worth
-   of earlier requests still wait for their answers (at most two cycles' worth wait at once);
+1. reads its settings (so ``settings set`` takes effect at the next cycle) and claims due
+   deliveries as leases: MaxConcurrentRequests less the account's requests still in flight (sent
+   and not settled: awaiting an answer, or kept open in the late window), so that at no moment
+   more than MaxConcurrentRequests of them are in flight; the transport is sized for the sum of
+   the accounts' MaxConcurrentRequests (``Transport.size_for``);
 2. per delivery: ``policy.check_due`` (max attempts, TTL: dead-lettered now, at due time, with the
    reason), then probation (``probation.Probation``: a delivery to an endpoint whose probe slot is
    not open is put off to that slot, recorded as ``skipped``, no attempt spent), then its body;
 3. signs the batch for the moment it goes out (every attempt gets a fresh Timestamp and
-   Signature), hands it to the transport at once and waits Duration: cycles of an account start
-   Duration apart (at once if a cycle's own work took longer). A transport that reads neither
-   bodies nor signatures (``payloads`` False: the simulator's model) is sent neither.
+   Signature), hands it to the transport at once and waits Duration, counted from the cycle's
+   start: the next cycle is due Duration after this one was due, or when this one's work ends if
+   that is later (the cadence then goes on from there). A transport that reads neither bodies
+   nor signatures (``payloads`` False: the simulator's model) is sent neither.
 
 At the start of every cycle the engine takes the answers that arrived, applies
 ``policy.after_attempt`` to each (200 delivered; 400/413 dead-lettered; anything else, a
 connection error or no answer within 30 s: retried with backoff), and records all of them, with
 endpoint health, in ONE transaction (``store.deliveries.record_results``), the same that then
 claims for the accounts whose turn it is (one transaction per cycle, not two: ``BEGIN``/``COMMIT``
-were a tenth of a busy cycle's store work in the simulator). A request that got no
+were a tenth of a busy cycle's store work in the simulator). The real dispatcher (``store_thread``)
+claims and sends first and records in a second transaction while those requests are on the wire:
+under the account's ceiling, time spent before sending is time no request of it is out (a late
+success recorded after a claim can then not stop a retry claimed in the same cycle: best effort,
+as below). A request that got no
 answer within the response timeout is recorded ``timed_out`` (its retry scheduled) but kept open
 until the late-success window ends: a 200 within it is recorded ``late_delivered`` by no owner,
 which cancels the pending retry (best effort: a retry already sent may duplicate).
@@ -36,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -156,6 +164,7 @@ class Engine:
         self._accounts: dict[str, _Account] = {}
         self._config = ConfigCache(conn, account, static=static_config)
         self._carried: list[Item] = []  # results known before their cycle's batch
+        self._ceiling = 0  # the sum of the accounts' MaxConcurrentRequests, as last sized
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -208,7 +217,11 @@ class Engine:
     # -- one cycle ---------------------------------------------------------------------------
     async def run_cycle(self) -> CycleReport:
         """Record what came back and claim for each account whose turn it is, in one store
-        transaction; then tell the observers and send what was claimed."""
+        transaction; then tell the observers and send what was claimed. With ``store_thread``
+        (the real dispatcher), when there is both to record and room to claim, the claims are
+        made and sent first and the answers recorded while those requests are on the wire: the
+        store's work for a full cycle is a good part of a second on a busy machine, and no
+        request of the account may go out before its cycle's claim."""
         await self.start()
         assert self._inflight is not None
         now = epoch(self.clock.now())
@@ -217,15 +230,21 @@ class Engine:
             self.transport.cancel(expired)
         batch = self._batch([*self._take_carried(), *results, *late])
         plans = [self._plan(row, account, now) for row, account in self._due_accounts(now)]
-        applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
-        recorded = self._recorded(batch, applied)
-        claimed = sent = 0
-        for plan, got in zip(plans, claims, strict=True):
-            claimed += len(got)
-            sent += await self._dispatch(plan, got, now)
+        if self.store_thread and batch and any(plan.room > 0 for plan in plans):
+            _, claims = await self._in_store(self._store_cycle, [], now, plans)
+            claimed, sent = await self._dispatch_all(plans, claims, now)
+            applied, _ = await self._in_store(self._store_cycle, batch, now, [])
+            recorded = self._recorded(batch, applied)
+        else:
+            applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
+            recorded = self._recorded(batch, applied)
+            claimed, sent = await self._dispatch_all(plans, claims, now)
+        moment = self.clock.now()
         if plans:
             self.totals.cycles += 1
-        moment = self.clock.now()
+            ended = epoch(moment)
+            for plan in plans:  # a cycle that overran its Duration: the next starts as it ends
+                plan.account.next_cycle_at = max(plan.account.next_cycle_at, ended)
         for observer in self.observers:
             _notify(observer.on_cycle, moment)
         return CycleReport(now, len(plans), claimed, sent, recorded)
@@ -236,6 +255,12 @@ class Engine:
         names = {row.service_client_id for row in rows}
         for gone in [name for name in self._accounts if name not in names]:
             del self._accounts[gone]
+        # The transport makes room for every request the accounts' ceilings allow at once.
+        settings = self._config.settings
+        ceiling = sum(settings(row.service_client_id)["MaxConcurrentRequests"] for row in rows)
+        if ceiling != self._ceiling:
+            self._ceiling = ceiling
+            self.transport.size_for(ceiling)
         due = []
         for row in rows:
             state = self._accounts.setdefault(row.service_client_id, _Account())
@@ -250,16 +275,19 @@ class Engine:
         name = row.service_client_id
         settings = self._config.settings(name)
         duration = settings["Duration"]
-        # Cycles keep their cadence (a wake-up a little late does not push the next ones back);
-        # after a cycle that overran its Duration, the next starts at once and counts from there.
+        # Duration counts from the start of a cycle: cycles are due every Duration, and one that
+        # starts late (the loop was busy, the simulator skipped idle cycles) keeps that cadence;
+        # the next is due at the cadence's next point, or as this one's work ends if that is
+        # later (``run_cycle``), the cadence then counting from there.
         period = duration / self.time_scale
-        on_time = account.next_cycle_at + period
-        account.next_cycle_at = on_time if now - period < account.next_cycle_at else now + period
-        # Up to MaxConcurrentRequests per cycle; fewer only while more than one cycle's worth of
-        # earlier requests still wait for their answers (a receiver slower than the cycles is
-        # not flooded, and memory stays bounded).
-        most = settings["MaxConcurrentRequests"]
-        room = min(most, 2 * most - self._inflight.awaiting_by_account[name])
+        due = account.next_cycle_at or now
+        if now - due >= period:
+            due += math.floor((now - due) / period + 1e-9) * period
+        account.next_cycle_at = due + period
+        # MaxConcurrentRequests is a ceiling on the account's requests in flight: a cycle claims
+        # only what keeps it there (a request counts until its answer, or the end of the late
+        # window, settles it).
+        room = settings["MaxConcurrentRequests"] - self._inflight.open_by_account[name]
         account.full = True
         owner = self._owner.for_cycle(self.totals.cycles)
         return _Plan(row, account, settings, room, owner, lease_seconds(duration, self.time_scale))
@@ -309,6 +337,16 @@ class Engine:
             self.conn, now, name
         )
         return claimed
+
+    async def _dispatch_all(
+        self, plans: list[_Plan], claims: list[list[ClaimedDelivery]], now: float
+    ) -> tuple[int, int]:
+        """Send each plan's claims. Returns how many were claimed and sent."""
+        claimed = sent = 0
+        for plan, got in zip(plans, claims, strict=True):
+            claimed += len(got)
+            sent += await self._dispatch(plan, got, now)
+        return claimed, sent
 
     async def _dispatch(self, plan: _Plan, claimed: list[ClaimedDelivery], now: float) -> int:
         """Check each claimed delivery against the policy and probation, then send the rest in

@@ -13,7 +13,9 @@
 - an answer "arrives" at send time + ``elapsed``: a model transport may report it early (the
   simulator knows its latencies), and it waits here until the clock gets there.
 
-Every outcome also goes to the endpoint's health (``probation.Probation``).
+Every outcome also goes to the endpoint's health (``probation.Probation``). A request counts as
+open for its account (``open_by_account``: what MaxConcurrentRequests bounds) from ``track``
+until it is settled: answered, or given up at the end of the late window.
 """
 
 from __future__ import annotations
@@ -100,8 +102,9 @@ class InFlight:
         self.time_scale = time_scale
         self.timeout = policy.RESPONSE_TIMEOUT_SECONDS / time_scale
         self.late_window = policy.LATE_SUCCESS_WINDOW_SECONDS / time_scale
-        # Requests within the response timeout, per account (the engine's backpressure).
-        self.awaiting_by_account: Counter[str] = Counter()
+        # Requests sent and not settled (awaiting their answer, or kept open in the late window),
+        # per account: what MaxConcurrentRequests bounds.
+        self.open_by_account: Counter[str] = Counter()
         self._keys = itertools.count(1)
         self._pending: dict[int, Pending] = {}
         # Requests within the timeout → their deadline, and the deadlines as a heap (entries whose
@@ -125,7 +128,7 @@ class InFlight:
         deadline = started_at + self.timeout
         self._awaiting[key] = deadline
         heapq.heappush(self._deadlines, (deadline, key))
-        self.awaiting_by_account[delivery.service_client_id] += 1
+        self.open_by_account[delivery.service_client_id] += 1
         return key
 
     @property
@@ -206,7 +209,7 @@ class InFlight:
         self._pending.clear()
         self._awaiting.clear()
         self._deadlines.clear()
-        self.awaiting_by_account.clear()
+        self.open_by_account.clear()
         self._late.clear()
         self._future.clear()
         self._late_attempts.clear()
@@ -305,7 +308,6 @@ class InFlight:
         self._attempted(pending, outcome, finished, None, outcome.error, results)
         pending.timed_out = True
         del self._awaiting[key]
-        self.awaiting_by_account[pending.delivery.service_client_id] -= 1
         self._late[key] = None
         recorded = self._late_attempts.setdefault(pending.delivery.delivery_id, _LateRecord())
         recorded.sent(pending.attempt_number, pending.started_at)
@@ -344,9 +346,8 @@ class InFlight:
     def _settle(self, key: int) -> None:
         """Forget a request: answered, or given up at the end of the late window."""
         pending = self._pending.pop(key)
-        if key in self._awaiting:
-            del self._awaiting[key]
-            self.awaiting_by_account[pending.delivery.service_client_id] -= 1
+        self._awaiting.pop(key, None)
+        self.open_by_account[pending.delivery.service_client_id] -= 1
         self._late.pop(key, None)
         if pending.timed_out:
             delivery_id = pending.delivery.delivery_id

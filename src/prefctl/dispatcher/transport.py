@@ -97,6 +97,11 @@ class Transport(Protocol):
         """Give up on requests: no answer will be reported for them."""
         ...
 
+    def size_for(self, in_flight: int) -> None:
+        """Make room for up to ``in_flight`` requests at once, all to one host if need be (the
+        engine's ceiling: the sum of its accounts' MaxConcurrentRequests)."""
+        ...
+
     def wire_wait(self, key: int) -> float | None:
         """How long request ``key`` waited for a free connection before it went on the wire
         (0.0: at once, or not known any more); None while it is still waiting."""
@@ -147,6 +152,9 @@ class FunctionTransport:
     def cancel(self, keys: Iterable[int]) -> None:
         gone = set(keys)
         self._answers = [a for a in self._answers if a.key not in gone]
+
+    def size_for(self, in_flight: int) -> None:
+        pass  # a model has no connections to size
 
     def wire_wait(self, key: int) -> float | None:
         return 0.0  # a model has no connections to wait for
