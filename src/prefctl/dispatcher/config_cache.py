@@ -11,20 +11,42 @@ private in-memory one) is read once.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from prefctl.store import dispatcher_state
 from prefctl.store.accounts import Account, get_account, list_accounts
 from prefctl.store.dispatcher_state import TlsRow
 from prefctl.store.settings import get_settings
 
-__all__ = ["ConfigCache"]
+__all__ = ["ConfigCache", "DeliverySettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    """An account's delivery settings as the engine uses them, made once where they are read
+    (the store keeps them by the spec's names: ``MaxConcurrentRequests``, ``Duration``, …)."""
+
+    max_concurrent_requests: int
+    duration_seconds: int
+    max_delivery_attempts: int
+    event_ttl_minutes: int
+
+    @classmethod
+    def of(cls, stored: Mapping[str, int]) -> DeliverySettings:
+        return cls(
+            max_concurrent_requests=stored["MaxConcurrentRequests"],
+            duration_seconds=stored["Duration"],
+            max_delivery_attempts=stored["MaxDeliveryAttempts"],
+            event_ttl_minutes=stored["EventTimeToLiveMinutes"],
+        )
 
 
 class ConfigCache:
     """Store reads of one engine (of every account, or of ``account``), valid for a cycle.
 
     ``refresh`` at the start of each cycle drops what changed in the store since the last one; the
-    settings returned are shared: read them, do not change them.
+    settings returned are frozen.
     """
 
     def __init__(
@@ -35,7 +57,7 @@ class ConfigCache:
         self.static = static
         self._version: int | None = None
         self._accounts: list[Account] | None = None
-        self._settings: dict[str, dict[str, int]] = {}
+        self._settings: dict[str, DeliverySettings] = {}
         self._tls: dict[str, TlsRow | None] = {}
 
     def refresh(self) -> None:
@@ -58,10 +80,10 @@ class ConfigCache:
                 self._accounts = [] if found is None else [found]
         return self._accounts
 
-    def settings(self, account: str) -> dict[str, int]:
+    def settings(self, account: str) -> DeliverySettings:
         found = self._settings.get(account)
         if found is None:
-            found = self._settings[account] = get_settings(self.conn, account)
+            found = self._settings[account] = DeliverySettings.of(get_settings(self.conn, account))
         return found
 
     def tls(self, account: str) -> TlsRow | None:

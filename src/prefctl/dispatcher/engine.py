@@ -52,10 +52,16 @@ from typing import Any, TypeVar
 
 from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher import policy
-from prefctl.dispatcher.config_cache import ConfigCache
+from prefctl.dispatcher.config_cache import ConfigCache, DeliverySettings
 from prefctl.dispatcher.inflight import InFlight, Item, result
 from prefctl.dispatcher.leases import LeaseOwner, lease_seconds, release_dead_owners
-from prefctl.dispatcher.observer import CycleResults, DeadLetter, EngineObserver, Recorded
+from prefctl.dispatcher.observer import (
+    CycleResults,
+    DeadLetter,
+    EngineObserver,
+    Recorded,
+    guarded,
+)
 from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
 from prefctl.dispatcher.totals import CycleReport, EngineTotals
@@ -121,7 +127,7 @@ class _Plan:
 
     row: Account
     account: _Account
-    settings: dict[str, int]
+    settings: DeliverySettings
     room: int
     owner: str
     lease: float
@@ -246,7 +252,7 @@ class Engine:
             for plan in plans:  # a cycle that overran its Duration: the next starts as it ends
                 plan.account.next_cycle_at = max(plan.account.next_cycle_at, ended)
         for observer in self.observers:
-            _notify(observer.on_cycle, moment)
+            guarded(observer.on_cycle, moment)
         return CycleReport(now, len(plans), claimed, sent, recorded)
 
     def _due_accounts(self, now: float) -> list[tuple[Account, _Account]]:
@@ -257,7 +263,7 @@ class Engine:
             del self._accounts[gone]
         # The transport makes room for every request the accounts' ceilings allow at once.
         settings = self._config.settings
-        ceiling = sum(settings(row.service_client_id)["MaxConcurrentRequests"] for row in rows)
+        ceiling = sum(settings(row.service_client_id).max_concurrent_requests for row in rows)
         if ceiling != self._ceiling:
             self._ceiling = ceiling
             self.transport.size_for(ceiling)
@@ -274,7 +280,7 @@ class Engine:
         assert self._inflight is not None
         name = row.service_client_id
         settings = self._config.settings(name)
-        duration = settings["Duration"]
+        duration = settings.duration_seconds
         # Duration counts from the start of a cycle: cycles are due every Duration, and one that
         # starts late (the loop was busy, the simulator skipped idle cycles) keeps that cadence;
         # the next is due at the cadence's next point, or as this one's work ends if that is
@@ -287,7 +293,7 @@ class Engine:
         # MaxConcurrentRequests is a ceiling on the account's requests in flight: a cycle claims
         # only what keeps it there (a request counts until its answer, or the end of the late
         # window, settles it).
-        room = settings["MaxConcurrentRequests"] - self._inflight.open_by_account[name]
+        room = settings.max_concurrent_requests - self._inflight.open_by_account[name]
         account.full = True
         owner = self._owner.for_cycle(self.totals.cycles)
         return _Plan(row, account, settings, room, owner, lease_seconds(duration, self.time_scale))
@@ -320,7 +326,7 @@ class Engine:
         # Deliveries of a subscription that is not receiving are claimed only to be dead-lettered
         # (TTL or attempts used up); a millisecond's margin keeps the store's TTL test from
         # claiming one that policy.check_due would still let go.
-        ttl = 60.0 * settings["EventTimeToLiveMinutes"] / self.time_scale
+        ttl = 60.0 * settings.event_ttl_minutes / self.time_scale
         claimed = claim_due(
             self.conn,
             now,
@@ -329,7 +335,7 @@ class Engine:
             plan.owner,
             account=name,
             expired_before=now - ttl - 0.001,
-            max_attempts=settings["MaxDeliveryAttempts"],
+            max_attempts=settings.max_delivery_attempts,
         )
         # In --once mode, whether more is due decides between waiting for the next cycle and
         # polling for the last answers.
@@ -359,7 +365,7 @@ class Engine:
         self.totals.claimed += len(claimed)
         self._prepare(row, account)
         settings = plan.settings
-        limits = policy.Limits(settings["MaxDeliveryAttempts"], settings["EventTimeToLiveMinutes"])
+        limits = policy.Limits(settings.max_delivery_attempts, settings.event_ttl_minutes)
         rules, probation = inflight.rules, inflight.probation
         rule_now = rules.rule(now)
         payloads = self.transport.payloads
@@ -370,7 +376,14 @@ class Engine:
                 due = rules.rule(delivery.event_time)
                 reason = policy.check_due(delivery.attempts, due, rule_now, limits)
                 if reason is not None:
-                    dead = result(delivery, "dead_lettered", delivery.attempts, now, owner, None)
+                    dead = result(
+                        delivery,
+                        state="dead_lettered",
+                        attempts=delivery.attempts,
+                        at=now,
+                        owner=owner,
+                        attempt=None,
+                    )
                     self._carried.append((delivery, replace(dead, dead_letter_reason=reason.value)))
                     continue
                 endpoint = (name, delivery.url)
@@ -378,7 +391,15 @@ class Engine:
                 if slot is not None:
                     skip = Attempt(delivery.attempts + 1, now, now, "skipped", error=_ON_PROBATION)
                     later = rules.real(slot)
-                    put_off = result(delivery, "queued", delivery.attempts, now, owner, skip, later)
+                    put_off = result(
+                        delivery,
+                        state="queued",
+                        attempts=delivery.attempts,
+                        at=now,
+                        owner=owner,
+                        attempt=skip,
+                        next_at=later,
+                    )
                     self._carried.append((delivery, put_off))
                     continue
                 body = delivery.body() if payloads else b""
@@ -492,7 +513,7 @@ class Engine:
             view = CycleResults(recorded, letters)
             moment = self.clock.now()
             for observer in self.observers:
-                _notify(observer.on_results, moment, view)
+                guarded(observer.on_results, moment, view)
         return len(batch)
 
     # -- waiting -----------------------------------------------------------------------------
@@ -540,13 +561,6 @@ class Engine:
             await asyncio.wait((sleeper, stopper), return_when=asyncio.FIRST_COMPLETED)
             for task in (sleeper, stopper):
                 task.cancel()
-
-
-def _notify(call: Callable[..., None], *args: Any) -> None:
-    try:
-        call(*args)
-    except Exception:  # an observer's bug must not stop deliveries; it is logged with its trace
-        log.exception("dispatcher observer %r failed", call)
 
 
 def _bytes(text: str | None) -> bytes | None:

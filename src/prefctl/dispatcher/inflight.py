@@ -42,6 +42,7 @@ Item = tuple[ClaimedDelivery, DeliveryResult]
 
 def result(
     delivery: ClaimedDelivery,
+    *,
     state: State,
     attempts: int,
     at: float,
@@ -50,7 +51,9 @@ def result(
     next_at: float | None = None,
     reason: str | None = None,
 ) -> DeliveryResult:
-    """A ``DeliveryResult`` for ``delivery``."""
+    """A ``DeliveryResult`` for ``delivery``: what happened (``state``, the ``attempt`` made, if
+    any), the attempts made so far, when (``at``), the lease ``owner``, and when it is due again
+    (``next_at``) or why it was dead-lettered (``reason``)."""
     return DeliveryResult(
         delivery.delivery_id, state, attempts, at, owner, next_at, attempt, reason
     )
@@ -276,13 +279,36 @@ class InFlight:
         if decision.action is policy.Action.RETRY:
             assert decision.delay_seconds is not None
             next_at = finished + decision.delay_seconds / self.time_scale
-            done = result(delivery, "queued", made, finished, owner, attempt, next_at)
+            done = result(
+                delivery,
+                state="queued",
+                attempts=made,
+                at=finished,
+                owner=owner,
+                attempt=attempt,
+                next_at=next_at,
+            )
         elif decision.action is policy.Action.DEAD_LETTER:
             assert decision.reason is not None
             reason = decision.reason.value
-            done = result(delivery, "dead_lettered", made, finished, owner, attempt, None, reason)
+            done = result(
+                delivery,
+                state="dead_lettered",
+                attempts=made,
+                at=finished,
+                owner=owner,
+                attempt=attempt,
+                reason=reason,
+            )
         else:
-            done = result(delivery, "delivered", made, finished, owner, attempt)
+            done = result(
+                delivery,
+                state="delivered",
+                attempts=made,
+                at=finished,
+                owner=owner,
+                attempt=attempt,
+            )
         results.append((delivery, done))
         recorded = self._late_attempts.get(delivery.delivery_id)
         if recorded is not None:
@@ -298,7 +324,15 @@ class InFlight:
         skip = Attempt(
             pending.attempt_number, pending.started_at, at, "skipped", error=UNSENT_ERROR
         )
-        again = result(delivery, "queued", delivery.attempts, at, pending.owner, skip, at)
+        again = result(
+            delivery,
+            state="queued",
+            attempts=delivery.attempts,
+            at=at,
+            owner=pending.owner,
+            attempt=skip,
+            next_at=at,
+        )
         results.append((delivery, again))
 
     def _time_out(self, key: int, pending: Pending, results: list[Item]) -> None:
@@ -338,7 +372,9 @@ class InFlight:
             None,
             latency,
         )
-        done = result(delivery, "delivered", attempts, arrival, None, attempt)
+        done = result(
+            delivery, state="delivered", attempts=attempts, at=arrival, owner=None, attempt=attempt
+        )
         if last_started != attempt.started_at:
             done.last_attempt_at = last_started
         return delivery, done

@@ -45,6 +45,7 @@ __all__ = [
     "EngineObserver",
     "ObserverContext",
     "Recorded",
+    "guarded",
     "load_observers",
 ]
 
@@ -189,16 +190,17 @@ class BackgroundObserver:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
 
     def on_results(self, now: datetime, results: CycleResults) -> None:
-        self._pool.submit(_guarded, self._observer.on_results, now, results)
+        self._pool.submit(guarded, self._observer.on_results, now, results)
 
     def on_cycle(self, now: datetime) -> None:
-        self._pool.submit(_guarded, self._observer.on_cycle, now)
+        self._pool.submit(guarded, self._observer.on_cycle, now)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
 
-def _guarded(call: Callable[..., None], *args: Any) -> None:
+def guarded(call: Callable[..., None], *args: Any) -> None:
+    """Call an observer; an exception it raises is logged, never passed on to deliveries."""
     try:
         call(*args)
     except Exception:  # an observer's bug must not stop deliveries; it is logged with its trace
