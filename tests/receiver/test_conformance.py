@@ -448,8 +448,28 @@ def test_check_tls_endpoint_with_its_ca_passes(tls_url: str, pki: dict[str, Path
 
 
 def test_check_tls_endpoint_with_untrusted_certificate_is_unreachable(tls_url: str) -> None:
-    with pytest.raises(UnreachableError, match="not trusted"):
+    with pytest.raises(UnreachableError, match="not trusted") as info:
         _check(tls_url + "/good")
+    assert "--ca-bundle" in (info.value.hint or "")
+
+
+def test_check_mtls_endpoint_without_a_client_certificate_says_to_give_one(
+    pki: dict[str, Path],
+) -> None:
+    running = _serve(
+        router,
+        "https",
+        ssl_certfile=str(pki["server_cert"]),
+        ssl_keyfile=str(pki["server_key"]),
+        ssl_ca_certs=str(pki["ca"]),
+        ssl_cert_reqs=ssl.CERT_REQUIRED,
+    )
+    try:
+        with pytest.raises(UnreachableError, match="closed the connection") as info:
+            _check(running.url + "/good", ca_bundle=pki["ca"])
+    finally:
+        _stop(running)
+    assert "--client-cert" in (info.value.hint or "")
 
 
 def test_check_mtls_endpoint_with_a_client_certificate_passes(pki: dict[str, Path]) -> None:

@@ -168,14 +168,8 @@ class _Suite:
             response = self.client.post(self.config.url, content=encode(message), headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             if not self.reached:
-                host = tls_host_mismatch(exc)
-                hint = (
-                    f"its certificate does not cover {host}: use a URL with a host it covers"
-                    if host is not None
-                    else "is the endpoint running? for certificate errors see --ca-bundle"
-                )
                 raise UnreachableError(
-                    f"cannot reach {self.config.url}: {_describe(exc)}", hint=hint
+                    f"cannot reach {self.config.url}: {_describe(exc)}", hint=_unreached_hint(exc)
                 ) from None
             return _Answer(None, b"", f"connection failed: {exc}")
         except httpx.TimeoutException:
@@ -183,12 +177,27 @@ class _Suite:
             self.timeouts += 1
             return _Answer(None, b"", f"no answer within {self.config.timeout:g} s")
         except httpx.TransportError as exc:
+            if not self.reached and self._maybe_wants_client_certificate(exc):
+                raise UnreachableError(
+                    f"{self.config.url} closed the connection without answering: {exc}",
+                    hint="it may require a client certificate (mTLS): pass --client-cert FILE "
+                    "and --client-key FILE",
+                ) from None
             self.reached = True
             return _Answer(None, b"", f"request failed: {exc}")
         self.reached = True
         latency = self.clock.monotonic() - start
         self.latencies.append(latency)
         return _Answer(response.status_code, response.content, latency=latency)
+
+    def _maybe_wants_client_certificate(self, exc: httpx.TransportError) -> bool:
+        """An https endpoint that hangs up on the very first request, before any answer, when no
+        client certificate was given: what an mTLS receiver does to a client without one."""
+        return (
+            isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError)
+            and self.config.url.startswith("https:")
+            and self.config.client_cert is None
+        )
 
     def _post_event(self, message: dict[str, Any]) -> _Answer:
         """An event signed afresh, as every delivery attempt is."""
@@ -412,3 +421,17 @@ def _describe(exc: Exception) -> str:
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "its TLS certificate is not trusted"
     return text
+
+
+def _unreached_hint(exc: BaseException) -> str:
+    """What to do when the first request could not connect: a certificate for another host, one
+    this machine does not trust, or nothing listening."""
+    host = tls_host_mismatch(exc)
+    if host is not None:
+        return f"its certificate does not cover {host}: use a URL with a host it covers"
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return (
+            "its certificate is not signed by a CA this machine trusts (a development CA?): "
+            "pass that CA with --ca-bundle FILE"
+        )
+    return "is the endpoint running, on that host and port?"
