@@ -241,12 +241,13 @@ def _render_alerts(explanation: Explanation) -> None:
         ],
         title="Failure alerts if one event a minute fails so; times after EventTime",
     )
-    out.line(
+    # Notes, not rows: on stderr, so that a pipe gets the tables' tab-separated lines alone.
+    out.info(
         f"AlertFrequencyMin {settings['AlertFrequencyMin']}, AlertFrequencyMax"
         f" {settings['AlertFrequencyMax']}, AlertThresholdMin {settings['AlertThresholdMin']},"
         f" AlertThresholdMax {settings['AlertThresholdMax']}."
     )
-    out.line(
+    out.info(
         f"At most one alert per {settings['AlertFrequencyMax']} min;"
         " a paused alert is the incident's last."
     )
