@@ -27,7 +27,7 @@ from tests.dispatcher.engine_helpers import (
     record_of,
     subscribe,
 )
-from tests.helpers import free_port, run_cli, wait_until
+from tests.helpers import free_port, run_cli, sorted_event_ids, wait_until
 
 SUMMARY_KEYS = [
     "source",
@@ -151,7 +151,7 @@ def test_replay_recording_to_a_subscription(store: Path, tmp_path: Path) -> None
 
     assert result.exit_code == 0, result.stderr
     assert result.json["delivered"] == 2
-    assert sorted(v.event_id for v in got) == sorted(v.event_id for v in sent)
+    assert sorted_event_ids(got) == sorted_event_ids(sent)
 
 
 def test_replay_event_to_a_failing_url_exits_1_with_the_dead_letter(store: Path) -> None:

@@ -129,7 +129,7 @@ def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_wr
 ) -> None:
     writer = GroupWriter(ctx)
 
-    async def run() -> list[object]:
+    async def run() -> tuple[object, object]:
         in_flight = asyncio.ensure_future(writer.run(_Slow(0.5)))
         await asyncio.sleep(0.2)  # sent: the writer process is in it
         waiting = asyncio.ensure_future(writer.run(_Insert("late")))
