@@ -217,15 +217,20 @@ def free_port() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    *,
+    what: str = "condition not met",
 ) -> None:
-    """Poll ``predicate`` until it is truthy (bounded), for conditions with no event to wait on."""
+    """Poll ``predicate`` until it is truthy (bounded), for conditions with no event to wait on;
+    else fail with ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
+    raise AssertionError(f"{what} within {timeout} s")
 
 
 def sorted_event_ids(verdicts: Iterable[Verdict]) -> list[str]:

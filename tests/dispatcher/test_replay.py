@@ -258,8 +258,7 @@ class _DispatcherThread:
 
     async def _main(self, store: Path) -> None:
         async with running(DispatcherConfig(store_path=store, time_scale=50, plugins=False)):
-            while not self._stop.is_set():
-                await asyncio.sleep(0.02)
+            await asyncio.to_thread(self._stop.wait)
 
     def stop(self) -> None:
         self._stop.set()
