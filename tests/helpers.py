@@ -9,10 +9,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefctl.receiver.verdict import Verdict
 
 
 @dataclass
@@ -214,12 +217,26 @@ def free_port() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    *,
+    what: str = "condition not met",
 ) -> None:
-    """Poll ``predicate`` until it is true (bounded), for conditions with no event to wait on."""
+    """Poll ``predicate`` until it is truthy (bounded), for conditions with no event to wait on;
+    else fail with ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
+    raise AssertionError(f"{what} within {timeout} s")
+
+
+def sorted_event_ids(verdicts: Iterable[Verdict]) -> list[str]:
+    """The EventIds of ``verdicts``, sorted; every one of them must carry an EventId."""
+    ids = []
+    for verdict in verdicts:
+        assert verdict.event_id is not None, verdict
+        ids.append(verdict.event_id)
+    return sorted(ids)

@@ -9,6 +9,7 @@ import stat
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 from cryptography import x509
@@ -148,7 +149,12 @@ def _handshake(pki: Path, host: str, *, client_cert: certs.IssuedCertificate | N
         try:
             with server_ctx.wrap_socket(conn, server_side=True) as tls:
                 peer = tls.getpeercert()
-                seen.append(dict(x[0] for x in peer["subject"])["commonName"] if peer else "-")
+                if peer:
+                    # typeshed types the dict's values alike; "subject" is a tuple of RDNs
+                    subject = cast("tuple[tuple[tuple[str, str], ...], ...]", peer["subject"])
+                    seen.append(dict(rdn[0] for rdn in subject)["commonName"])
+                else:
+                    seen.append("-")
                 tls.sendall(b"hello")
         except (ssl.SSLError, OSError) as exc:
             seen.append(f"failed: {exc}")

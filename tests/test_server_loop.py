@@ -40,7 +40,7 @@ def test_listener_accepts_a_burst_of_connections_in_one_iteration(
     clients = [socket.create_connection(sock.getsockname()) for _ in range(BURST)]
     try:
         # libuv alone takes one connection per loop iteration: about a dozen of 40 after these.
-        for _ in range(3):
+        for _ in range(3):  # the behaviour under test: what three loop iterations accept
             loop.run_until_complete(asyncio.sleep(0))
         assert len(Counting.made) == BURST
     finally:

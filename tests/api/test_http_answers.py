@@ -324,8 +324,8 @@ def test_remote_host_goes_through_the_proxy_of_the_environment(
     monkeypatch.setenv("HTTP_PROXY", stub.url)  # the stub serves absolute-form requests too
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    remote = {"api_url": "http://api.example.test/api/v1", "allow_insecure_http": "true"}
-    with _client(FakeClock(), [], **remote) as api:
+    remote = "http://api.example.test/api/v1"
+    with _client(FakeClock(), [], api_url=remote, allow_insecure_http="true") as api:
         assert api.get("/programs") == {}
     (request,) = stub.api_requests
     assert request.proxied_to == "api.example.test"

@@ -29,6 +29,7 @@ def client(
     """One client for the whole module (the emulator fixture is per test; this is cheaper)."""
     home = tmp_path_factory.mktemp("trigger")
     running = emulator_server.get().write_profile(home / "profiles.toml")
+    assert running.config_path is not None
     profile = resolve_profile(load_config(running.config_path), "local", env={})
     clock = SystemClock()
     provider = TokenProvider.for_profile(

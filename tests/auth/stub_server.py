@@ -154,7 +154,7 @@ def _handler(service: StubTokenService) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self, answer: Answer) -> None:
             if answer.delay:
-                time.sleep(answer.delay)
+                time.sleep(answer.delay)  # the behaviour under test: a slow answer
             body = gzip.compress(answer.body) if answer.gzip else answer.body
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.content_type)
@@ -179,7 +179,7 @@ def _handler(service: StubTokenService) -> type[BaseHTTPRequestHandler]:
                     for index in range(len(body)):
                         self.wfile.write(body[index : index + 1])
                         self.wfile.flush()
-                        time.sleep(answer.drip)
+                        time.sleep(answer.drip)  # the behaviour under test: a drip of bytes
                 else:
                     self.wfile.write(body)
                 left = answer.padding

@@ -51,7 +51,9 @@ def test_cache_stored_token_is_fresh_until_a_minute_before_expiry(
     cache.store(_token(clock, lifetime=3600))
     assert cache.fresh(URL, CLIENT_ID, SCOPE) is not None
     clock.advance(3600 - 61)
-    assert cache.fresh(URL, CLIENT_ID, SCOPE).expires_in(clock.now()) == 61
+    fresh = cache.fresh(URL, CLIENT_ID, SCOPE)
+    assert fresh is not None
+    assert fresh.expires_in(clock.now()) == 61
     clock.advance(2)
     assert cache.fresh(URL, CLIENT_ID, SCOPE) is None
     assert cache.load(URL, CLIENT_ID, SCOPE) is not None

@@ -4,12 +4,13 @@ import base64
 import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 from prefctl import certs
@@ -37,7 +38,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _profile(**values: str) -> Profile:
+def _profile(**values: Any) -> Profile:
     return Profile(name="t", client_id=CLIENT_ID, **values)
 
 
@@ -80,9 +81,11 @@ def test_certificate_assertion_is_an_rfc7523_jwt_signed_with_the_key(
     assert header["x5t#S256"] == (
         base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
     )
+    public_key = cert.public_key()
+    assert isinstance(public_key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey)
     claims = jwt.decode(
         assertion,
-        cert.public_key(),
+        public_key,
         algorithms=[algorithm],
         audience=TOKEN_URL,
         options={"verify_exp": False, "verify_iat": False},

@@ -336,10 +336,10 @@ def alert_emails() -> dict[str, EmailMessage]:
     for message in mailbox.mbox(data_dir() / MBOX_FILE):
         parsed = message_from_bytes(message.as_bytes(), policy=default)
         if parsed["X-Prefctl-Alert-Id"] is not None:
-            emails.setdefault(str(parsed["Message-ID"]), parsed)  # type: ignore[arg-type]
+            emails.setdefault(str(parsed["Message-ID"]), parsed)
     with open_store(paths.store_path(data_dir())) as conn:
         for record in alert_store.list_alerts(conn):
-            emails[record.message_id] = message_from_string(record.message, policy=default)  # type: ignore[assignment]
+            emails[record.message_id] = message_from_string(record.message, policy=default)
     return emails
 
 

@@ -21,7 +21,7 @@ from prefctl.store.delivery_history import get_delivery
 from tests.dispatcher.engine_helpers import CREDENTIALS, new_store, set_settings, subscribe
 from tests.dispatcher.engine_helpers import queue_events as engine_queue
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
-from tests.helpers import run_cli, run_in_terminal, run_with_terminal_stderr
+from tests.helpers import run_cli, run_in_terminal, run_with_terminal_stderr, sorted_event_ids
 from tests.store.service_helpers import (
     OTHER_ACCOUNT,
     add_subscription,
@@ -222,7 +222,9 @@ def test_deadletters_export_that_fails_leaves_the_file_as_it_was(
     out = tmp_path / "dead.ndjson"
     out.write_bytes(b'{"kept": true}\n')
 
-    result = run_cli("deadletters", "export", "--store", store, "--file", out, "--subscription", 99)
+    result = run_cli(
+        "deadletters", "export", "--store", store, "--file", out, "--subscription", "99"
+    )
 
     assert result.exit_code == 4, result.stderr
     assert out.read_bytes() == b'{"kept": true}\n'
@@ -445,7 +447,7 @@ def test_dead_letters_outlive_their_deleted_subscription(store: Path) -> None:
         )  # fmt: skip
         assert replay.exit_code == 0, replay.stderr
         arrived = receiver.wait_for(2)
-    assert sorted(v.event_id for v in arrived) == [event_id(1), event_id(2)]
+    assert sorted_event_ids(arrived) == [event_id(1), event_id(2)]
 
 
 def test_deadletters_and_deliveries_list_show_at_most_the_limit_and_say_more_match(

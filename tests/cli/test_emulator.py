@@ -20,7 +20,7 @@ import pytest
 
 from prefctl import certs
 from prefctl.emulator.serve import RunningEmulator
-from tests.helpers import CliResult, free_port, run_cli
+from tests.helpers import CliResult, free_port, run_cli, wait_until
 
 PREFCTL = [sys.executable, "-m", "prefctl"]
 
@@ -163,9 +163,11 @@ def test_two_starts_at_the_same_moment_on_one_data_dir_one_is_refused(tmp_path: 
         for _ in range(2)
     ]
     try:
-        deadline = time.monotonic() + 30
-        while all(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            lambda: any(proc.poll() is not None for proc in procs),
+            timeout=30,
+            what="neither emulator was refused",
+        )
         refused = [proc for proc in procs if proc.poll() is not None]
         assert len(refused) == 1, "both emulators serve the same data dir"
         (serving,) = [proc for proc in procs if proc not in refused]

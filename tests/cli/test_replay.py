@@ -27,7 +27,8 @@ from tests.dispatcher.engine_helpers import (
     record_of,
     subscribe,
 )
-from tests.helpers import free_port, run_cli, wait_until
+from tests.emulator.subscriptions.endpoints import stub_endpoint
+from tests.helpers import free_port, run_cli, sorted_event_ids, wait_until
 
 SUMMARY_KEYS = [
     "source",
@@ -151,7 +152,7 @@ def test_replay_recording_to_a_subscription(store: Path, tmp_path: Path) -> None
 
     assert result.exit_code == 0, result.stderr
     assert result.json["delivered"] == 2
-    assert sorted(v.event_id for v in got) == sorted(v.event_id for v in sent)
+    assert sorted_event_ids(got) == sorted_event_ids(sent)
 
 
 def test_replay_event_to_a_failing_url_exits_1_with_the_dead_letter(store: Path) -> None:
@@ -330,12 +331,12 @@ def test_replay_to_a_url_stopped_by_sigterm_removes_its_private_store(tmp_path: 
         "PREFCTL_HASHKEY": CREDENTIALS.hashkey,
     }
     prefctl = Path(sys.executable).parent / "prefctl"
-    with _receiver(faults=FaultPlan(delay=20.0)) as receiver:
-        command = [str(prefctl), "replay", "--file", str(capture), "--to", receiver.webhook_url]
+    with stub_endpoint(hang=True) as receiver:
+        command = [str(prefctl), "replay", "--file", str(capture), "--to", receiver.url]
         process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: list(temp.glob("prefctl-replay-*/*.db")), timeout=20)
-            time.sleep(1.0)  # the event is on its way to the receiver, which holds it for 20 s
+            wait_until(lambda: receiver.requests, timeout=20)  # the event is held there
             [folder] = list(temp.glob("prefctl-replay-*"))
             for path in folder.iterdir():
                 assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

@@ -21,14 +21,15 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def rich_rendering(headers: list[str], cells: list[list[str]], title: str | None) -> str:
     """What ``Output.table`` printed before it had a plain path: Rich, wide enough not to fold."""
-    console = Console(file=io.StringIO(), width=10_000, no_color=True)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=10_000, no_color=True)
     table = Table(title=title, show_edge=False, header_style="bold")
     for header in headers:
         table.add_column(header, overflow="fold")
     for row in cells:
         table.add_row(*[Text(text) for text in row])
     console.print(table)
-    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+    return buffer.getvalue()
 
 
 PRINTABLE = st.text(

@@ -94,7 +94,7 @@ def queue_events(
     return [row[0] for row in rows]
 
 
-def set_settings(conn: sqlite3.Connection, account: str = ACCOUNT, **values: int) -> None:
+def set_settings(conn: sqlite3.Connection, account: str = ACCOUNT, /, **values: int) -> None:
     with transaction(conn):
         update_settings(conn, account, values)
 

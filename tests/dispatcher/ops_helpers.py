@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from prefctl.store import deliveries, events
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import Attempt, DeliveryResult, NewDelivery
+from prefctl.store.deliveries import Attempt, AttemptOutcome, DeliveryResult, NewDelivery
 from prefctl.store.events import NewEvent
 from tests.store.service_helpers import ACCOUNT
 
@@ -59,7 +59,7 @@ def finish(
     at: float = T0 + 10,
 ) -> None:
     """Record ``attempts`` attempts and end the delivery in ``state`` at ``at``."""
-    outcome = "delivered" if state == "delivered" else "failed"
+    outcome: AttemptOutcome = "delivered" if state == "delivered" else "failed"
     results = []
     for number in range(1, attempts + 1):
         last = number == attempts

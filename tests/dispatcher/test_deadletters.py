@@ -86,7 +86,7 @@ def queue(conn: sqlite3.Connection, subs: list[int]) -> dict[str, int]:
     }
 
 
-def _events(records: list) -> list[str]:  # type: ignore[type-arg]
+def _events(records: list) -> list[str]:
     return [record.event_id[-1] for record in records]
 
 

@@ -23,6 +23,7 @@ from prefctl.receiver.serve import ReceiverConfig, RunningReceiver, start_in_thr
 from prefctl.store.db import connect
 from prefctl.webhooks.signature import SigningCredentials
 from tests.dispatcher.engine_helpers import queue_events, set_settings, subscribe
+from tests.helpers import wait_until
 
 EVENTS = 1000
 PREFCTL = str(Path(sys.executable).parent / "prefctl")
@@ -55,14 +56,6 @@ def emulator_processes() -> Iterator[list[subprocess.Popen[str]]]:
         process.wait()
 
 
-def _wait(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.05)
-
-
 def test_kill_9_in_the_middle_of_delivering_loses_no_event(
     tmp_path: Path, emulator_processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -87,7 +80,7 @@ def test_kill_9_in_the_middle_of_delivering_loses_no_event(
 
         first = _start_emulator(data_dir)
         emulator_processes.append(first)
-        _wait(lambda: receiver.verdicts.qsize() >= 300, 20, "300 requests did not arrive")
+        wait_until(lambda: receiver.verdicts.qsize() >= 300, 20, what="300 requests did not arrive")
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         leased = conn.execute(
@@ -106,7 +99,7 @@ def test_kill_9_in_the_middle_of_delivering_loses_no_event(
             ).fetchone()
             return bool(row[0] == 0)
 
-        _wait(all_final, 25, "not every event was delivered or dead-lettered")
+        wait_until(all_final, 25, what="not every event was delivered or dead-lettered")
         second.send_signal(signal.SIGTERM)
         assert second.wait(15) == 0
     finally:

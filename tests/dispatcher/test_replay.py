@@ -32,6 +32,7 @@ from tests.dispatcher.engine_helpers import (
     set_settings,
     subscribe,
 )
+from tests.helpers import sorted_event_ids
 
 
 def _receiver(**options: Any) -> RunningReceiver:
@@ -87,10 +88,14 @@ def test_replay_dead_letters_after_the_receiver_recovers_delivers_them_with_thei
     assert (summary.delivered, summary.dead_lettered, summary.pending) == (2, 0, 0)
     assert summary.succeeded
     assert summary.dispatcher == "in_process"
-    assert sorted(v.event_id for v in again) == sorted(v.event_id for v in first)
+    assert sorted_event_ids(again) == sorted_event_ids(first)
     assert all(v.signature == "valid" and v.status == 200 for v in again)
     first_times = {v.event_id: v.event_time for v in first}
-    assert all(v.event_time > first_times[v.event_id] for v in again)  # a new EventTime
+    for verdict in again:  # a new EventTime
+        before, after = first_times[verdict.event_id], verdict.event_time
+        assert before is not None
+        assert after is not None
+        assert after > before
     assert seen[-1] == ReplayProgress(total=2, delivered=2)
     conn = connect(store)
     assert [record_of(conn, i).attempts for i in ids] == [1, 1]  # counted afresh
@@ -118,7 +123,7 @@ def test_replay_recording_to_another_subscription_keeps_event_ids(
         got = second.wait_for(3)
 
     assert summary.delivered == 3
-    assert sorted(v.event_id for v in got) == sorted(v.event_id for v in sent)
+    assert sorted_event_ids(got) == sorted_event_ids(sent)
     assert {v.subscription_id for v in got} == {target}
     assert {o.subscription_id for o in summary.outcomes} == {target}
 
@@ -253,8 +258,7 @@ class _DispatcherThread:
 
     async def _main(self, store: Path) -> None:
         async with running(DispatcherConfig(store_path=store, time_scale=50, plugins=False)):
-            while not self._stop.is_set():
-                await asyncio.sleep(0.02)
+            await asyncio.to_thread(self._stop.wait)
 
     def stop(self) -> None:
         self._stop.set()

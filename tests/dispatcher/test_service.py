@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
-from prefctl.receiver.faults import FaultPlan, plan_from_options
+from prefctl.receiver.faults import plan_from_options
 from prefctl.receiver.serve import ReceiverConfig
 from prefctl.receiver.serve import start_in_thread as start_receiver
 from prefctl.store.db import connect
 from prefctl.store.delivery_history import get_delivery
 from prefctl.webhooks.signature import SigningCredentials
 from tests.dispatcher.engine_helpers import queue_events, subscribe
+from tests.emulator.subscriptions.endpoints import stub_endpoint
 from tests.helpers import free_port, wait_until
 
 
@@ -66,24 +67,20 @@ def test_service_stopping_the_emulator_gives_back_unanswered_deliveries(
     emulator: RunningEmulator,
 ) -> None:
     account = emulator.account.service_client_id
-    hanging = FaultPlan(delay=60.0)
-    config = ReceiverConfig(port=0, credentials=_credentials(emulator), faults=hanging)
-    receiver = start_receiver(config)
     conn = connect(emulator.store_path)
     try:
-        # Real time, no scale: the 30 s timeout would hold them in flight for the whole test.
-        emulator.stop()
-        slow = _emulator(emulator.data_dir, time_scale=1.0)
-        subscription = subscribe(conn, receiver.webhook_url, account=account)
-        [delivery] = queue_events(conn, subscription, 1, at=time.time(), account=account)
-        wait_until(lambda: get_delivery(conn, delivery).state == "in_flight", timeout=10)  # type: ignore[union-attr]
-        time.sleep(0.2)  # sent, and waiting for the hanging receiver
-        slow.stop()
+        with stub_endpoint(hang=True) as hanging:
+            # Real time, no scale: the 30 s timeout would hold them in flight for the whole test.
+            emulator.stop()
+            slow = _emulator(emulator.data_dir, time_scale=1.0)
+            subscription = subscribe(conn, hanging.url, account=account)
+            [delivery] = queue_events(conn, subscription, 1, at=time.time(), account=account)
+            wait_until(lambda: hanging.requests, timeout=10)  # sent, and held by the endpoint
+            slow.stop()
         record = get_delivery(conn, delivery)
         assert record is not None
         assert (record.state, record.attempts) == ("queued", 0)
     finally:
-        receiver._receiver.request_stop()
         conn.close()
 
 
@@ -95,6 +92,8 @@ def test_service_can_be_left_out(data_dir: Path) -> None:
         [delivery] = queue_events(
             conn, subscribe(conn, "http://127.0.0.1:9/in", account=account), 1, account=account
         )
+        # Nothing to wait for: the test is that nothing happens. 0.3 s is many cycles of a
+        # dispatcher, had one been started.
         time.sleep(0.3)
         assert get_delivery(conn, delivery).state == "queued"  # type: ignore[union-attr]
         conn.close()

@@ -15,6 +15,7 @@ import pytest
 from prefctl.emulator.app import EmulatorContext
 from prefctl.emulator.group_writer import GroupWriter, WriterProcessError
 from prefctl.store.db import open_store
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -39,11 +40,24 @@ class _Insert:
 
 @dataclass(frozen=True)
 class _Slow:
+    """A write that holds the writer process ``seconds``, once it has created ``started``."""
+
     seconds: float
+    started: Path
 
     def __call__(self, conn: sqlite3.Connection) -> int:
-        time.sleep(self.seconds)
+        self.started.touch()
+        time.sleep(self.seconds)  # the behaviour under test: a long write
         return 0
+
+
+def _slow(ctx: EmulatorContext, seconds: float) -> _Slow:
+    return _Slow(seconds, ctx.store_path.parent / "slow-write-started")
+
+
+async def _writer_is_in(slow: _Slow) -> None:
+    """Wait until the writer process runs ``slow``."""
+    await asyncio.to_thread(wait_until, slow.started.exists)
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,9 @@ def test_group_writer_failing_write_in_a_batch_loses_only_itself(ctx: EmulatorCo
     async def run() -> list[object]:
         # While the writer process is held in a first write, the next three queue up behind it
         # and are sent together: one transaction for the three.
-        slow = asyncio.ensure_future(writer.run(_Slow(0.3)))
-        await asyncio.sleep(0.05)
+        held = _slow(ctx, 0.3)
+        slow = asyncio.ensure_future(writer.run(held))
+        await _writer_is_in(held)
         tasks = [asyncio.ensure_future(writer.run(_Insert(t))) for t in ("a", None, "c")]
         await slow
         return await asyncio.gather(*tasks, return_exceptions=True)
@@ -140,11 +155,12 @@ def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_wr
 ) -> None:
     writer = GroupWriter(ctx)
 
-    async def run() -> list[object]:
-        in_flight = asyncio.ensure_future(writer.run(_Slow(0.5)))
-        await asyncio.sleep(0.2)  # sent: the writer process is in it
+    async def run() -> tuple[object, object]:
+        held = _slow(ctx, 0.5)
+        in_flight = asyncio.ensure_future(writer.run(held))
+        await _writer_is_in(held)
         waiting = asyncio.ensure_future(writer.run(_Insert("late")))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one step of the loop: the late write queues behind the batch
         await asyncio.to_thread(writer.stop)
         return await asyncio.wait_for(
             asyncio.gather(in_flight, waiting, return_exceptions=True), timeout=10

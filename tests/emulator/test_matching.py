@@ -30,7 +30,7 @@ def test_matches_global_entity_same_type_selected() -> None:
 
 
 def test_matches_any_selection_of_the_list_suffices() -> None:
-    selections = [
+    selections: list[dict[str, Any]] = [
         {"Entity": "Profile", "EventType": "profile.created"},
         {"Entity": "Groups", "EventType": "group.added", "Groups": ["Beta"]},
     ]
@@ -111,7 +111,7 @@ def test_selector_matches_exactly_like_matches() -> None:
     from prefctl.emulator.changes import ChangeEvent
     from prefctl.emulator.matching import Selector, matches
 
-    selections = [
+    selections: list[dict[str, Any]] = [
         {"Entity": "Preferences", "EventType": "preference.added", "Filters": ["Weekly"]},
         {"Entity": "Tags", "EventType": "tag.added"},
     ]

@@ -68,7 +68,7 @@ def _deliveries(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
         "SELECT d.subscription_id, e.event_type, d.state FROM deliveries d"
         " JOIN events e ON e.id = d.event_rowid ORDER BY d.id"
     )
-    return [tuple(row) for row in rows]  # type: ignore[misc]
+    return [tuple(row) for row in rows]
 
 
 def _count(conn: sqlite3.Connection, table: str) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from prefctl.clock import FakeClock
-from prefctl.receiver.app import ReceiverApp
+from prefctl.receiver.app import Message, ReceiverApp
 from prefctl.receiver.verdict import Verdict
 from prefctl.webhooks.envelope import build_event, encode
 from prefctl.webhooks.handshake import build_handshake
@@ -57,7 +57,7 @@ def call(
 ) -> Answer:
     """Run one request through ``app`` the way uvicorn would."""
     parts = list(chunks) if chunks is not None else [body]
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
     async def receive() -> dict[str, Any]:
         if parts:
@@ -65,8 +65,11 @@ def call(
             return {"type": "http.request", "body": chunk, "more_body": bool(parts)}
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
+
+    async def serve() -> None:
+        await app(scope, receive, send)
 
     scope = {
         "type": "http",
@@ -75,7 +78,7 @@ def call(
         "headers": [(name.lower(), value) for name, value in headers],
     }
     before = len(verdicts)
-    asyncio.run(app(scope, receive, send))
+    asyncio.run(serve())
     start = next((m for m in sent if m["type"] == "http.response.start"), None)
     body_out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return Answer(

@@ -79,14 +79,14 @@ class Endpoint:
         if is_handshake(message):
             await self._handshake(message, send)
             return
-        await asyncio.sleep(self.delay)
+        await asyncio.sleep(self.delay)  # the behaviour under test: a slow answer
         headers = dict(scope["headers"])
         status = self._judge(message, headers.get(b"service-webhook", b"").decode() or None)
         await _respond(send, status, b"{}")
 
     async def _handshake(self, message: dict[str, Any], send: Any) -> None:
         code, url = validation_fields(message)
-        await asyncio.sleep(self.handshake_delay)
+        await asyncio.sleep(self.handshake_delay)  # the behaviour under test: a slow handshake
         if self.handshake_status != 200:
             await _respond(send, self.handshake_status, b"{}")
         elif self.handshake == "sync":

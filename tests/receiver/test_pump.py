@@ -32,7 +32,11 @@ def test_background_writer_drops_past_its_bound_and_reports_before_the_next_chun
 
 def test_background_writer_close_gives_up_on_a_write_that_never_ends() -> None:
     release = threading.Event()
-    writer = BackgroundWriter(lambda chunk: release.wait(10))
+
+    def write_until_released(chunk: str) -> None:
+        release.wait(10)
+
+    writer = BackgroundWriter(write_until_released)
     writer.write("x", size=1)
     try:
         assert writer.close(0.2) is False  # bounded: the caller decides what to do next
@@ -43,8 +47,13 @@ def test_background_writer_close_gives_up_on_a_write_that_never_ends() -> None:
 def test_background_writer_notice_comes_right_before_the_next_line_written() -> None:
     written: list[str] = []
     gate = threading.Event()
+
+    def write_after_the_gate(chunk: str) -> None:
+        gate.wait(10)
+        written.append(chunk)
+
     writer = BackgroundWriter(
-        lambda chunk: (gate.wait(10), written.append(chunk)),
+        write_after_the_gate,
         max_pending_bytes=1,
         on_dropped=lambda n: written.append(f"dropped {n}"),
     )

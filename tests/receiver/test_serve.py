@@ -8,6 +8,7 @@ import ssl
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,11 +36,11 @@ def signed_now() -> dict[str, str]:
     }
 
 
-def post_event(url: str, event_id: str = "evt-1", **kwargs: object) -> httpx.Response:
+def post_event(url: str, event_id: str = "evt-1", **kwargs: Any) -> httpx.Response:
     now = datetime.now(UTC)
     return httpx.post(
         url, content=event_body(event_id, event_time=now), headers=signed_now(), **kwargs
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture(scope="module")

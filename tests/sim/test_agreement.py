@@ -111,7 +111,7 @@ def run_emulator(emulator: RunningEmulator) -> tuple[list[tuple[float, str, int]
                 )
 
             wait_until(settled, timeout=60)
-        alerts = [
+        alerts: list[tuple[float, str, int]] = [
             (round((a.created_at - start) * SCALE / 60, 3), a.kind, a.dead_letters)
             for a in alert_store.list_alerts(conn)
         ]

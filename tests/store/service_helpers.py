@@ -28,7 +28,7 @@ def open_service_store(path: Path) -> sqlite3.Connection:
                     account,
                     hashkey="test-hashkey",
                     signature_user_id="events-signer",
-                    created_at="2026-01-01T00:00:00.000Z",
+                    created_at=1_767_225_600.0,  # 2026-01-01T00:00:00Z
                 ),
             )
     return conn

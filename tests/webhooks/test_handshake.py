@@ -28,7 +28,7 @@ NOW = datetime(2026, 11, 21, 19, 20, 30, 123000, tzinfo=UTC)
 API = "http://127.0.0.1:8750/api/v1/"
 
 
-def _handshake(seed: int = 1):  # type: ignore[no-untyped-def]
+def _handshake(seed: int = 1):
     return new_handshake(
         random.Random(seed), subscription_id=12, client_id="DEMO_CORP", api_url=API, now=NOW
     )

@@ -369,7 +369,7 @@ def _status(reader: Reader, table: Table, key: str, value: object) -> StatusKey:
     """An HTTP status (100–599, as a number or a digit string), "timeout" or
     "connection_error"."""
     if value in ("timeout", "connection_error"):
-        return value  # type: ignore[return-value]
+        return value
     status: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         status = value

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import BaseSchema, Case, GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -93,6 +94,7 @@ def _import_schemathesis_now() -> None:
     }
     for result in schemathesis.openapi.from_dict(spec).get_all_operations():
         for mode in GenerationMode.POSITIVE, GenerationMode.NEGATIVE:
+            assert isinstance(result, Ok), result.err()
             operation = result.ok()
             operation.as_strategy(mode)
     for name in LOADED_WHILE_TESTING:
@@ -129,6 +131,7 @@ def test_fuzz_every_account_operation_answers_within_its_contract(
     fuzzed = []
     with requests.Session() as session:
         for result in _schema(emulator).get_all_operations():
+            assert isinstance(result, Ok), result.err()
             operation = result.ok()
             strategy = operation.as_strategy(mode, path_parameters=path_parameters, headers=headers)
 

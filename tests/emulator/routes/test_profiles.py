@@ -9,7 +9,7 @@ import pytest
 
 from tests.emulator.routes._api import JSON_PATCH, MERGE_PATCH, Api, assert_problem
 
-ANN = {
+ANN: dict[str, Any] = {
     "CustomerName": {"FirstName": "Ann", "LastName": "Lee"},
     "Emails": [{"Address": "ann@example.com", "Type": "Personal", "IsDefault": True}],
     "ProfilePreferences": [

@@ -61,7 +61,7 @@ def api(emulator: RunningEmulator) -> Iterator[httpx.Client]:
         yield client
 
 
-def create(api: httpx.Client, payload: dict[str, object]) -> dict[str, object]:
+def create(api: httpx.Client, payload: dict[str, object]) -> dict[str, Any]:
     """POST a subscription that must be accepted; its record."""
     answer = api.post("/subscriptions", json=payload)
     assert answer.status_code == 201, answer.text

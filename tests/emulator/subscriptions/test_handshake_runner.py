@@ -28,7 +28,7 @@ from prefctl.store.db import transaction
 from prefctl.store.subscriptions import SubscriptionRecord
 from prefctl.store.timestamps import epoch
 from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_until
 from tests.store.service_helpers import ACCOUNT, open_service_store, subscription_body
 
 API_URL = "http://127.0.0.1:8750/api/v1"
@@ -257,8 +257,7 @@ def test_handshake_url_change_mid_run_drops_the_stale_run(
         async def main() -> SubscriptionRecord:
             runner = runner_for(ctx, SystemClock(), HandshakeTimings(response_timeout=5.0))
             async with runner.running():
-                while not stub.requests:
-                    await asyncio.sleep(0.01)
+                await asyncio.to_thread(wait_until, lambda: stub.requests)
                 conn = ctx.connection()
                 with transaction(conn):
                     store.replace_subscription(
