@@ -52,7 +52,7 @@ def _without_httpx_cli() -> None:
 
     def main(*args: object, **kwargs: object) -> object:
         del sys.modules["httpx._main"]
-        from httpx._main import main as real  # type: ignore[attr-defined]
+        from httpx._main import main as real
 
         return real(*args, **kwargs)
 

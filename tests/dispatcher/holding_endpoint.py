@@ -98,7 +98,7 @@ class HoldingEndpoint:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)  # type: ignore[arg-type]
+        self._connections.add(task)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -122,5 +122,5 @@ class HoldingEndpoint:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            self._connections.discard(task)  # type: ignore[arg-type]
+            self._connections.discard(task)
             writer.close()

@@ -86,13 +86,14 @@ def test_dispatcher_never_has_more_than_max_concurrent_requests_at_the_endpoint(
     with _held(tmp_path, max_concurrent=50, events=120, time_scale=2) as (endpoint, engine, store):
         answered = 0
         for batch in (50, 50, 20):
+            held, done = batch, answered
             endpoint.wait_for(
-                lambda b=batch, a=answered: endpoint.holding == b and endpoint.answered == a,
+                lambda: endpoint.holding == held and endpoint.answered == done,  # noqa: B023
                 f"{batch} requests held",
             )
             # Two more cycles run while the endpoint holds them: neither sends another.
             cycles = engine.totals.cycles
-            endpoint.wait_for(lambda c=cycles: engine.totals.cycles >= c + 2, "two cycles")
+            endpoint.wait_for(lambda: engine.totals.cycles >= cycles + 2, "two cycles")  # noqa: B023
             assert endpoint.holding == batch
             endpoint.release()
             answered += batch

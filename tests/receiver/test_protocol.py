@@ -230,7 +230,7 @@ def test_protocol_http_1_0_and_connection_close_close_after_the_answer(
 ) -> None:
     for options in ({"version": "1.0"}, {"headers": {**signed(), "Connection": "close"}}):
         connection = connect()
-        connection.send(request(event_body("evt-close"), **options))  # type: ignore[arg-type]
+        connection.send(request(event_body("evt-close"), **options))
         answer = connection.answer()
         assert answer.startswith(b"HTTP/1.1 200 ")
         assert b"connection: close" in answer

@@ -29,7 +29,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]
 
 
 def _marks(text: str) -> list[tuple[str, str, str]]:
-    return [m.groups(default="") for m in _MARK.finditer(text)]
+    return [(m[1] or "", m[2] or "", m[3] or "") for m in _MARK.finditer(text)]
 
 
 def test_simulate_html_charts_carry_the_reports_numbers(run: tuple[dict[str, Any], Path]) -> None:

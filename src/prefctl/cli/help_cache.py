@@ -113,7 +113,7 @@ def run_and_store(argv: list[str], run: Any) -> int:
         return int(run(argv))
     key = _key(argv, stdout)
     tee = _Tee(stdout)
-    sys.stdout = tee  # type: ignore[assignment]
+    sys.stdout = tee
     try:
         code = int(run(argv))
     finally:

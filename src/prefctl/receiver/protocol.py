@@ -158,7 +158,7 @@ def _webhook_class(base: type[Any], status_lines: dict[int, bytes]) -> type[Any]
     """``WebhookProtocol`` on uvicorn's httptools protocol ``base``."""
     ok_keep_alive = _wire(status_lines, OK, keep_alive=True)
 
-    class WebhookProtocol(base):  # type: ignore[misc, valid-type]
+    class WebhookProtocol(base):  # type: ignore[misc]
         """One HTTP connection; see the module docstring. Use ``webhook_protocol(app)``."""
 
         receiver: ReceiverApp

@@ -225,7 +225,7 @@ def guarded_protocol(registry: ConnectionRegistry) -> type[asyncio.Protocol] | s
 def guard_class(base: type[Any]) -> type[Any]:
     """``GuardedProtocol`` on top of ``base`` (uvicorn's httptools protocol, or a subclass)."""
 
-    class GuardedProtocol(base):  # type: ignore[misc, valid-type]
+    class GuardedProtocol(base):  # type: ignore[misc]
         """An httptools protocol whose connections keep the limits of ``registry``.
 
         It uses only the asyncio protocol methods and httptools' parser callbacks, each calling

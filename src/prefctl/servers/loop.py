@@ -54,7 +54,7 @@ def new_event_loop(connections: ConnectionRegistry | None = None) -> asyncio.Abs
 def _loop_class() -> type[asyncio.AbstractEventLoop]:
     import uvloop
 
-    class Loop(uvloop.Loop):  # type: ignore[misc]
+    class Loop(uvloop.Loop):
         prefctl_connections: ConnectionRegistry | None = None
 
         async def create_server(  # type: ignore[override]

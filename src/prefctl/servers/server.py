@@ -92,7 +92,7 @@ def quiet_server(
         _log.info("signals are handled by uvicorn: %s", problem)
         return _watched_server(config, on_started)
 
-    class QuietServer(uvicorn.Server):  # type: ignore[misc]
+    class QuietServer(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if self.started:
@@ -132,7 +132,7 @@ def _watched_server(config: uvicorn.Config, on_started: Callable[[], None]) -> u
     ``should_exit``), calling ``on_started`` once it listens."""
     import uvicorn
 
-    class WatchedServer(uvicorn.Server):  # type: ignore[misc]
+    class WatchedServer(uvicorn.Server):
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
             watcher = asyncio.get_running_loop().create_task(self._watch())
             try:
