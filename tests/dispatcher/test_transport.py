@@ -25,7 +25,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path.startswith("/hang"):
-            time.sleep(5)
+            time.sleep(5)  # the behaviour under test: an endpoint that does not answer
         size = int(self.path.partition("size=")[2] or 0)
         self.send_response(200)
         self.send_header("Content-Length", str(size))
@@ -116,9 +116,9 @@ def test_curl_transport_cancelled_requests_report_nothing(server: str) -> None:
         transport = CurlTransport(per_host=1)
         transport.send([_request(n, f"{server}/hang", keep_open=3) for n in range(3)])
         transport.cancel([0, 2])  # 0 is on the wire, 2 still waits its turn
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # 0 is sent, 2 waits: the states the cancels are tested in
         transport.cancel([1])
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a window for an answer that must not come
         answers = transport.take()
         await transport.aclose()
         return answers

@@ -192,7 +192,7 @@ def test_protocol_body_in_pieces_and_chunked_is_reassembled(
     whole = request(event_body("evt-pieces"))
     for piece in (whole[:40], whole[40:-30], whole[-30:]):
         connection.send(piece)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the behaviour under test: the body arrives in separate reads
     assert connection.answer().startswith(b"HTTP/1.1 200 ")
 
     body = event_body("evt-chunked")
@@ -243,7 +243,8 @@ def test_protocol_idle_connection_closes_after_the_keep_alive_time(
     connection = connect()
     connection.send(request(event_body("evt-idle-1")))
     connection.answer()
-    time.sleep(3)  # activity before the keep-alive time ran out keeps the connection open
+    # Activity before the keep-alive time runs out keeps the connection open.
+    assert not connection.closed(timeout=3)
     connection.send(request(event_body("evt-idle-2")))
     assert connection.answer().startswith(b"HTTP/1.1 200 ")
     answered = time.monotonic()
@@ -259,10 +260,10 @@ def test_protocol_stop_answers_the_request_being_read_then_closes(
     connection = connect(running.port)
     whole = request(event_body("evt-during-stop"))
     connection.send(whole[:-20])
-    time.sleep(0.1)
+    time.sleep(0.1)  # the server reads the partial request before the stop begins
     stopper = threading.Thread(target=running.stop)
     stopper.start()
-    time.sleep(0.3)
+    stopper.join(0.3)
     assert stopper.is_alive()  # the graceful stop waits for the request
     connection.send(whole[-20:])
     answer = connection.answer()
