@@ -26,11 +26,10 @@ import orjson
 from prefctl.errors import UsageError
 from prefctl.store.events import NewEvent
 from prefctl.webhooks.catalog import entity_of
+from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE
 from prefctl.webhooks.verification import AUTHENTIC_SIGNATURES
 
 __all__ = ["CapturedEvent", "CapturedEvents", "parse_captured", "read_captured"]
-
-VALIDATION_EVENT_TYPE = "subscription.validation"
 
 
 @dataclass(frozen=True)
