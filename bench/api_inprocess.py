@@ -170,7 +170,7 @@ async def run(rounds: int, signing_key: Path | None = None) -> tuple[float, int]
         for number in range(rounds):
             await asyncio.gather(*(patch(number * CONCURRENT + k) for k in range(CONCURRENT)))
         spent = cpu_seconds("self") - started
-        from prefctl.emulator.group_writer import group_writer
+        from prefctl.emulator.context import group_writer
 
         group_writer(app.ctx).stop()
         app.ctx.close()

@@ -85,7 +85,7 @@ def _notes(ctx: EmulatorContext) -> list[str]:
 
 
 def test_group_writer_failing_write_in_a_batch_loses_only_itself(ctx: EmulatorContext) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def run() -> list[object]:
         # While the writer process is held in a first write, the next three queue up behind it
@@ -107,7 +107,7 @@ def test_group_writer_failing_write_in_a_batch_loses_only_itself(ctx: EmulatorCo
 
 
 def test_group_writer_answers_after_commit_and_restarts_after_stop(ctx: EmulatorContext) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def write(text: str) -> int:
         return await writer.run(_Insert(text))
@@ -123,7 +123,7 @@ def test_group_writer_answers_after_commit_and_restarts_after_stop(ctx: Emulator
 def test_group_writer_fails_the_writes_of_a_dead_process_and_starts_a_new_one(
     ctx: EmulatorContext,
 ) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def run() -> tuple[object, int]:
         lost = await asyncio.gather(writer.run(_Exit()), return_exceptions=True)
@@ -140,7 +140,7 @@ def test_group_writer_fails_the_writes_of_a_dead_process_and_starts_a_new_one(
 
 
 def test_group_writer_refuses_a_write_that_does_not_pickle(ctx: EmulatorContext) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def run() -> None:
         await writer.run(lambda conn: 1)
@@ -153,7 +153,7 @@ def test_group_writer_refuses_a_write_that_does_not_pickle(ctx: EmulatorContext)
 def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_writes(
     ctx: EmulatorContext,
 ) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def run() -> tuple[object, object]:
         held = _slow(ctx, 0.5)
@@ -175,7 +175,7 @@ def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_wr
 def test_group_writer_stuck_process_fails_its_writes_without_stalling_the_loop(
     ctx: EmulatorContext,
 ) -> None:
-    writer = GroupWriter(ctx)
+    writer = GroupWriter(ctx.store_path)
 
     async def run() -> tuple[object, float, int]:
         loop = asyncio.get_running_loop()

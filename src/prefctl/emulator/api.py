@@ -40,8 +40,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from prefctl.emulator.context import API_PATH, EmulatorContext
-from prefctl.emulator.group_writer import group_writer
+from prefctl.emulator.context import API_PATH, EmulatorContext, group_writer
 from prefctl.emulator.routes._common import (
     ACCOUNT_PREFIX,
     MAX_BODY_BYTES,

@@ -20,11 +20,10 @@ from prefctl.clock import Clock, SystemClock
 if TYPE_CHECKING:
     from prefctl.dispatcher.handshake import HandshakeRunner
     from prefctl.emulator.group_writer import GroupWriter
-    from prefctl.emulator.keys import KeyRing
-    from prefctl.emulator.oauth import VerifiedTokens
-    from prefctl.emulator.routes.imports import ImportRuns
+    from prefctl.emulator.import_runs import ImportRuns
+    from prefctl.emulator.keys import KeyRing, VerifiedTokens
 
-__all__ = ["API_PATH", "EmulatorContext", "Service"]
+__all__ = ["API_PATH", "EmulatorContext", "Service", "group_writer"]
 
 API_PATH = "/api/v1"
 
@@ -55,7 +54,7 @@ class EmulatorContext:
     _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
     # The features' long-lived helpers, each made on first use by the function that owns it
     # (``oauth.key_ring``, ``oauth.verified_tokens``, ``provisioning.handshake_runner``,
-    # ``group_writer.group_writer``, ``routes.imports``), under ``lock``.
+    # ``context.group_writer``, ``routes.imports``), under ``lock``.
     key_ring: KeyRing | None = field(default=None, repr=False)
     verified_tokens: VerifiedTokens | None = field(default=None, repr=False)
     handshake_runner: HandshakeRunner | None = field(default=None, repr=False)
@@ -107,3 +106,16 @@ class EmulatorContext:
         for conn in connections:
             conn.close()
         self._local = threading.local()
+
+
+def group_writer(ctx: EmulatorContext) -> GroupWriter:
+    """The context's writer process for profile writes (made on first use)."""
+    writer = ctx.group_writer
+    if writer is None:
+        from prefctl.emulator.group_writer import GroupWriter
+
+        with ctx.lock:
+            if ctx.group_writer is None:
+                ctx.group_writer = GroupWriter(ctx.store_path)
+            writer = ctx.group_writer
+    return writer

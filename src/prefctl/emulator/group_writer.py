@@ -5,7 +5,7 @@ callable ``work(conn)`` (``emulator.writes.ProfileJob`` for profile writes); it 
 emulator's writer process (``emulator.write_process``), which takes whatever writes have queued
 (at most ``MAX_BATCH``) into one transaction, each in its own savepoint, and commits once::
 
-    writer = group_writer(ctx)                          # one per EmulatorContext
+    writer = group_writer(ctx)       # one per EmulatorContext (emulator.context)
     result = await writer.run(ProfileJob(account, actor, now, "update", (42, change)))
 
 Each write stays all-or-nothing on its own: one that raises is rolled back to its savepoint and
@@ -38,10 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prefctl.emulator.context import EmulatorContext
 from prefctl.emulator.write_process import FrameReader, encode
 
-__all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError", "group_writer"]
+__all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError"]
 
 T = TypeVar("T")
 
@@ -92,8 +91,8 @@ class _Child:
 class GroupWriter:
     """One writer process for a context's store (see the module docstring)."""
 
-    def __init__(self, ctx: EmulatorContext, *, max_batch: int = MAX_BATCH) -> None:
-        self._store_path = str(ctx.store_path)
+    def __init__(self, store_path: str | os.PathLike[str], *, max_batch: int = MAX_BATCH) -> None:
+        self._store_path = str(store_path)
         self._max_batch = max_batch
         self._waiting: collections.deque[_Job] = collections.deque()
         self._child: _Child | None = None
@@ -264,14 +263,3 @@ def _fail(lost: list[_Job], code: int) -> None:
     for job in lost:
         if not job.future.done():
             job.future.set_exception(error)
-
-
-def group_writer(ctx: EmulatorContext) -> GroupWriter:
-    """The context's one ``GroupWriter`` (made on first use)."""
-    writer = ctx.group_writer
-    if writer is None:
-        with ctx.lock:
-            if ctx.group_writer is None:
-                ctx.group_writer = GroupWriter(ctx)
-            writer = ctx.group_writer
-    return writer

@@ -20,9 +20,7 @@ import base64
 import binascii
 import logging
 import sqlite3
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from prefctl.auth.credentials import ASSERTION_TYPE
 from prefctl.emulator.assertion import AssertionRejected, verify_client_assertion
 from prefctl.emulator.context import EmulatorContext
-from prefctl.emulator.keys import ALGORITHM, KeyRing
+from prefctl.emulator.keys import ALGORITHM, KeyRing, VerifiedTokens
 from prefctl.errors import AuthError
 from prefctl.store import accounts, tokens
 from prefctl.store.db import transaction
@@ -349,35 +347,6 @@ def verify_access_token(ctx: EmulatorContext, token: str) -> Principal:
         expires_at=claims["exp"],
         permissions=standing.permissions,
     )
-
-
-_VERIFIED_CACHE_SIZE = 1024
-
-
-class VerifiedTokens:
-    """Claims of tokens whose signature already verified, keyed by the token string.
-
-    Verifying an RS256 signature costs ~0.4 ms, a large share of a REST request; the signature
-    of a given string never changes, so it is checked once. Expiry, revocation and the user are
-    still checked on every request.
-    """
-
-    def __init__(self) -> None:
-        self._claims: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, token: str) -> dict[str, Any] | None:
-        with self._lock:
-            claims = self._claims.get(token)
-            if claims is not None:
-                self._claims.move_to_end(token)
-            return claims
-
-    def put(self, token: str, claims: dict[str, Any]) -> None:
-        with self._lock:
-            self._claims[token] = claims
-            while len(self._claims) > _VERIFIED_CACHE_SIZE:
-                self._claims.popitem(last=False)
 
 
 def verified_tokens(ctx: EmulatorContext) -> VerifiedTokens:

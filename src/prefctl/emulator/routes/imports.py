@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
@@ -37,8 +36,8 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from prefctl.emulator.context import EmulatorContext
-from prefctl.emulator.group_writer import WriterProcessError, group_writer
+from prefctl.emulator.context import EmulatorContext, group_writer
+from prefctl.emulator.import_runs import ImportRuns
 from prefctl.emulator.routes._common import (
     JSON_MEDIA_TYPE,
     ProblemError,
@@ -68,8 +67,6 @@ log = logging.getLogger(__name__)
 
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 MAX_ID = 2**63 - 1
-# Steps whose writer process died before answering, in a row, before the import is marked Failed.
-MAX_LOST_STEPS = 3
 
 router = account_router("imports")
 
@@ -250,79 +247,12 @@ def _require_state(
     return job
 
 
-class ImportRuns:
-    """The imports this emulator is running, one task each on its event loop (never two for one
-    import). Only touched from that loop."""
-
-    def __init__(self, ctx: EmulatorContext) -> None:
-        self._ctx = ctx
-        self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
-
-    def start(self, account: str, import_id: int) -> bool:
-        """Run the import in the background unless it is running already."""
-        key = (account, import_id)
-        if key in self._tasks:
-            return False
-        task = asyncio.get_running_loop().create_task(
-            self._run(account, import_id), name=f"prefctl-import-{import_id}"
-        )
-        self._tasks[key] = task
-        task.add_done_callback(lambda _: self._tasks.pop(key, None))
-        return True
-
-    async def stop(self) -> None:
-        """Cancel the runs (between two steps: a step handed to the writer process completes
-        or not at all) and wait for them."""
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _run(self, account: str, import_id: int) -> None:
-        writer = group_writer(self._ctx)
-        lost = 0
-        while True:
-            step = store.ImportStep(account, import_id, epoch(self._ctx.clock.now()))
-            try:
-                state = await writer.run(step)
-            except WriterProcessError as exc:
-                lost += 1
-                if lost < MAX_LOST_STEPS:
-                    log.warning(
-                        "import %s of %s: %s; running the step again", import_id, account, exc
-                    )
-                    continue
-                await self._fail(account, import_id, exc)
-                return
-            except Exception as exc:
-                await self._fail(account, import_id, exc)
-                return
-            lost = 0
-            if state not in ("Queued", "Processing"):
-                return
-
-    async def _fail(self, account: str, import_id: int, exc: Exception) -> None:
-        log.error("import %s of %s failed: %s", import_id, account, store.failure_reason(exc))
-        fail = functools.partial(
-            store.fail_import,
-            account=account,
-            import_id=import_id,
-            error=store.failure_reason(exc),
-            now=epoch(self._ctx.clock.now()),
-        )
-        try:
-            await group_writer(self._ctx).run(fail)
-        except Exception:
-            # It stays Processing, to be resumed by the next start or execute.
-            log.exception("import %s of %s could not be marked Failed", import_id, account)
-
-
 def _runs(ctx: EmulatorContext) -> ImportRuns:
     runs = ctx.import_runs
     if runs is None:
         with ctx.lock:
             if ctx.import_runs is None:
-                ctx.import_runs = ImportRuns(ctx)
+                ctx.import_runs = ImportRuns(lambda: group_writer(ctx), ctx.clock)
             runs = ctx.import_runs
     return runs
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from prefctl.emulator.group_writer import group_writer
+from prefctl.emulator.context import group_writer
 from prefctl.emulator.routes._common import (
     JsonContent,
     Principal,
