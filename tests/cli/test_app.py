@@ -259,3 +259,27 @@ def test_a_config_file_that_does_not_exist_is_named_as_such(tmp_path: Path) -> N
     missing = tmp_path / "nowhere.toml"
     line = assert_one_line_error(run_cli("--config", str(missing), "settings", "get"))
     assert f"the configuration file {missing} does not exist" in line
+
+
+def test_httpx_cli_stand_in_spares_each_command_httpx_s_own_cli_and_is_guarded() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from prefctl.__main__ import _without_httpx_cli\n"
+        "_without_httpx_cli()\n"
+        "import httpx\n"
+        "print(sys.modules['httpx._main'].__doc__)\n"
+        "print('pygments' in sys.modules)\n"
+        "_without_httpx_cli()  # httpx already imported: nothing is done\n"
+        "print(sys.modules['httpx._main'].__doc__)\n"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert printed == [
+        "stand-in for httpx's command-line client",
+        "False",
+        "stand-in for httpx's command-line client",
+    ]

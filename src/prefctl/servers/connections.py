@@ -29,7 +29,7 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -179,15 +179,14 @@ class ConnectionRegistry:
         self._timer = loop.call_later(self._interval, self._sweep) if not loop.is_closed() else None
 
 
-class GuardLike:
+class GuardLike(Protocol):
     """What the registry needs of a connection (``GuardedProtocol`` provides it)."""
 
     head_since: float
     last_data: float
     in_body: bool
 
-    def expire(self, *, evicted: bool) -> None:
-        raise NotImplementedError
+    def expire(self, *, evicted: bool) -> None: ...
 
 
 def _refusal(status: int, phrase: str, detail: str) -> bytes:
