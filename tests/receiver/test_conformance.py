@@ -453,10 +453,9 @@ def test_check_tls_endpoint_with_untrusted_certificate_is_unreachable(tls_url: s
     assert "--ca-bundle" in (info.value.hint or "")
 
 
-def test_check_mtls_endpoint_without_a_client_certificate_says_to_give_one(
-    pki: dict[str, Path],
-) -> None:
-    running = _serve(
+def _serve_mtls(pki: dict[str, Path]) -> _Running:
+    """A conforming endpoint that requires a client certificate of the development CA."""
+    return _serve(
         router,
         "https",
         ssl_certfile=str(pki["server_cert"]),
@@ -464,6 +463,12 @@ def test_check_mtls_endpoint_without_a_client_certificate_says_to_give_one(
         ssl_ca_certs=str(pki["ca"]),
         ssl_cert_reqs=ssl.CERT_REQUIRED,
     )
+
+
+def test_check_mtls_endpoint_without_a_client_certificate_says_to_give_one(
+    pki: dict[str, Path],
+) -> None:
+    running = _serve_mtls(pki)
     try:
         with pytest.raises(UnreachableError, match="closed the connection") as info:
             _check(running.url + "/good", ca_bundle=pki["ca"])
@@ -473,14 +478,7 @@ def test_check_mtls_endpoint_without_a_client_certificate_says_to_give_one(
 
 
 def test_check_mtls_endpoint_with_a_client_certificate_passes(pki: dict[str, Path]) -> None:
-    running = _serve(
-        router,
-        "https",
-        ssl_certfile=str(pki["server_cert"]),
-        ssl_keyfile=str(pki["server_key"]),
-        ssl_ca_certs=str(pki["ca"]),
-        ssl_cert_reqs=ssl.CERT_REQUIRED,
-    )
+    running = _serve_mtls(pki)
     try:
         report = _check(
             running.url + "/good",
