@@ -208,14 +208,19 @@ def test_receiver_at_the_connection_ceiling_closes_the_longest_idle_for_a_new_cl
 def test_receiver_at_the_ceiling_with_every_connection_busy_answers_503() -> None:
     limits = ConnectionLimits(header_timeout=60, body_timeout=60, max_connections=8)
     with start_in_thread(ReceiverConfig(port=0, credentials=CREDS, limits=limits)) as running:
-        busy = [connect(running.port) for _ in range(8)]
+        connections = running._receiver.connections
+        busy: list[socket.socket] = []
         try:
-            for sock in busy:  # each in the middle of a body: none is idle
-                sock.sendall(head("/webhooks", 100) + b"{")
-            # Wait until the server has read them all (its own count), so that none still
-            # waits for a header and could be closed to make room.
-            connections = running._receiver.connections
-            wait_until(lambda: len(connections.open) == 8 and not connections.heads)
+            for count in range(1, 9):  # each in the middle of a body: none is idle
+                busy.append(connect(running.port))
+                busy[-1].sendall(head("/webhooks", 100) + b"{")
+                # Wait until the server has read it (its own count), so that none still waits
+                # for a header and could be closed to make room.
+                read = count
+                wait_until(
+                    lambda: len(connections.open) == read and not connections.heads,  # noqa: B023
+                    what=f"connection {count} not read",
+                )
             with connect(running.port) as fresh:
                 answer, _ = until_closed(fresh, 10)
             assert answer.startswith(b"HTTP/1.1 503 ")
