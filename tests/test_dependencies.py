@@ -1,8 +1,9 @@
 """The dependency bounds in pyproject.toml and the constraints files that CI tests them with.
 
-prefctl reaches into the internals of uvicorn and FastAPI (CONTRIBUTING.md, "Borrowed internals"):
-a release of either may change them, so each is bounded above at the newest version tested, and
-uvicorn's bound is the range its start-up check accepts (``uvicorn_seams.TESTED_UVICORN``).
+prefctl reaches into the internals of uvicorn, FastAPI and Typer (CONTRIBUTING.md, "Borrowed
+internals"): a release of any may change them, so each is bounded above at the newest version
+tested; uvicorn's bound is the range its start-up check accepts (``seams.TESTED_UVICORN``), and
+Typer's upper bound is where its check stops (``_coercion.TESTED_TYPER``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from prefctl.cli._coercion import TESTED_TYPER
 from prefctl.servers.seams import TESTED_UVICORN
 
 ROOT = Path(__file__).resolve().parents[1]
-BORROWED = ("uvicorn", "fastapi")  # dependencies whose internals prefctl uses
+BORROWED = ("uvicorn", "fastapi", "typer")  # dependencies whose internals prefctl uses
 
 
 def runtime_requirements() -> dict[str, Requirement]:
@@ -51,6 +53,14 @@ def test_pyproject_uvicorn_range_is_the_range_its_start_up_check_accepts() -> No
         (">=", low),
         ("<", high),
     }
+
+
+def test_pyproject_typer_upper_bound_is_where_its_start_up_check_stops() -> None:
+    """Older Typer releases convert values without pydantic and need no help; the check accepts
+    the releases from the one that brought the pydantic converters up to this bound."""
+    specifier = runtime_requirements()["typer"].specifier
+    uppers = [Version(spec.version) for spec in specifier if spec.operator == "<"]
+    assert uppers == [Version(".".join(map(str, TESTED_TYPER[1])))]
 
 
 def test_pyproject_bounds_below_every_runtime_dependency() -> None:

@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from prefctl import __version__
-from prefctl.cli import _complete
+from prefctl.cli import _coercion, _complete
 from prefctl.cli._context import State, get_state, set_state
 from prefctl.cli._output import Output
 from prefctl.config import ENV_CONFIG, ENV_OUTPUT, ENV_PROFILE
@@ -386,6 +386,7 @@ def _run(argv: list[str] | None) -> int:
         rich_utils.COLOR_SYSTEM = None if plain else "auto"
     try:
         command = tidy_help(typer.main.get_command(build_app(argv)))
+        _coercion.install(command, CONTEXT_SETTINGS["help_option_names"])
         result = command.main(args=argv, prog_name="prefctl", standalone_mode=False)
     except PrefctlError as exc:
         get_state().out.error(exc.message, exc.hint)
