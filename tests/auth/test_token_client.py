@@ -132,6 +132,25 @@ def test_token_client_tls_is_verified_and_ca_bundle_is_trusted(
     assert token.access_token in stub.issued
 
 
+def test_the_context_of_an_http_client_trusts_nothing_rather_than_skipping_verification(
+    tls_stub: tuple[StubTokenService, Path],
+) -> None:
+    """An http:// client is spared loading the CA roots; were a request of it to go to https
+    anyway, the server's certificate would be checked, and trusted by nothing."""
+    import httpx
+
+    from prefctl.auth.tls import context_for
+
+    stub, ca = tls_stub
+    with (
+        httpx.Client(verify=context_for("http://127.0.0.1", ca)) as client,
+        pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
+    ):
+        client.get(stub.url)
+    with httpx.Client(verify=context_for(stub.url, ca)) as client:
+        assert client.get(stub.url).status_code < 500  # the same server, over verified TLS
+
+
 @pytest.fixture(scope="module")
 def other_host_stub(
     tmp_path_factory: pytest.TempPathFactory,

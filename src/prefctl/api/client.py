@@ -96,11 +96,9 @@ class ApiClient:
                 f"api_url {api_url!r} is not an http(s) URL",
                 hint="set api_url to the REST base, e.g. http://127.0.0.1:8750/api/v1",
             )
-        verify: Any = True
-        if self.base_url.startswith("https://"):
-            from prefctl.auth.tls import ssl_context
+        from prefctl.auth.tls import context_for
 
-            verify = ssl_context(ca_bundle)
+        verify = context_for(self.base_url, ca_bundle)  # requests go only under base_url
         self.retry = RetryPolicy(clock=clock, sleep=sleep)
         self._http = http_client(
             self.base_url,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prefctl.errors import ConfigError
 
-__all__ = ["ssl_context"]
+__all__ = ["context_for", "ssl_context"]
 
 
 def ssl_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
@@ -31,3 +31,13 @@ def ssl_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
                 hint="ca_bundle must be a PEM file of one or more CA certificates",
             ) from None
     return context
+
+
+def context_for(url: str, ca_bundle: Path | None = None) -> ssl.SSLContext:
+    """The context of a client whose requests all go to ``url``'s scheme and host: ``ssl_context``
+    for https; for http, one that verifies like any other but trusts no CA, which spares loading
+    the CA roots (about 25 ms of a command's start-up) for a connection that never uses them
+    (a request that went to https anyway would fail verification, not skip it)."""
+    if url.startswith("https:"):
+        return ssl_context(ca_bundle)
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname, no roots

@@ -44,7 +44,7 @@ from prefctl.auth.http_policy import (
     redirect_target,
     retry_hint,
 )
-from prefctl.auth.tls import ssl_context
+from prefctl.auth.tls import context_for
 from prefctl.errors import AuthError, ConfigError, PrefctlError, UnreachableError
 from prefctl.logs import redact, register_secret
 
@@ -120,7 +120,7 @@ class TokenClient:
         return token
 
     def _post(self, form: dict[str, str], headers: dict[str, str]) -> httpx.Response:
-        verify = ssl_context(self._ca_bundle) if self.token_url.startswith("https:") else True
+        verify = context_for(self.token_url, self._ca_bundle)
         try:
             with http_client(
                 self.token_url, transport=self._transport, verify=verify, timeout=self._timeout
