@@ -17,7 +17,7 @@ from typing import Any
 
 from prefctl.api.client import ApiClient, Resource
 from prefctl.errors import UsageError
-from prefctl.models.settings import SETTING_RANGES, SettingRange
+from prefctl.models.setting_ranges import SETTING_RANGES, SettingRange
 
 __all__ = [
     "SETTINGS_PATH",

@@ -100,7 +100,7 @@ def explain_policy(
     The alerts are those the emulator's alert rules write when events fail like that one a minute: one dead letter a minute from the cut-off on.
     """
     from prefctl.dispatcher.policy import Limits
-    from prefctl.models.settings import SETTING_RANGES
+    from prefctl.models.setting_ranges import SETTING_RANGES
     from prefctl.sim.explain import explain
 
     alerts = {

@@ -62,7 +62,7 @@ def set_settings(
 
 def _show(state: State, settings: dict[str, Any]) -> None:
     from prefctl.api.settings import describe_range
-    from prefctl.models.settings import SETTING_RANGES
+    from prefctl.models.setting_ranges import SETTING_RANGES
 
     if state.json:
         state.out.json(settings)

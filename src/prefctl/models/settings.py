@@ -1,23 +1,19 @@
-"""Account-level webhook and alert settings (DESIGN §9.1, spec "Limits").
+"""Account-level webhook and alert settings (spec "Limits").
 
-``SETTING_RANGES`` is the single source of the limits: the pydantic fields are built from it, the
-CLI checks values with ``SettingRange.check`` before sending, and the docs list it.
-
->>> SETTING_RANGES["Duration"].check(0)
-'Duration must be at least 1 (seconds)'
+``SETTING_RANGES`` (``prefctl.models.setting_ranges``) is the single source of the limits: the
+pydantic fields are built from it, the CLI checks values with ``SettingRange.check`` before
+sending, and the docs list it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_pascal, to_snake
 
 from prefctl.models._base import WireModel, strict_model
+from prefctl.models.setting_ranges import INTEGER_MAX, SETTING_RANGES, SettingRange
 
 __all__ = [
     "INTEGER_MAX",
@@ -26,90 +22,6 @@ __all__ = [
     "StrictWebhookSettings",
     "WebhookSettings",
 ]
-
-
-# Requests carry integers as signed 64-bit JSON numbers, so a setting without a maximum of its own
-# ("value above 0" in the spec) still cannot exceed this.
-INTEGER_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class SettingRange:
-    """Limits of one setting. ``maximum`` None means no limit of its own (``upper`` is then
-    ``INTEGER_MAX``); ``at_least`` names a setting this one may not be below."""
-
-    name: str
-    minimum: int
-    maximum: int | None
-    default: int
-    unit: str
-    description: str
-    at_least: str | None = None
-
-    @property
-    def upper(self) -> int:
-        """The largest value accepted: ``maximum``, else the largest integer a request carries."""
-        return INTEGER_MAX if self.maximum is None else self.maximum
-
-    def check(self, value: int, others: Mapping[str, int] | None = None) -> str | None:
-        """A message when ``value`` is out of range (given the settings it needs), else None."""
-        if value < self.minimum:
-            return f"{self.name} must be at least {self.minimum} ({self.unit})"
-        if value > self.upper:
-            return f"{self.name} must be at most {self.upper} ({self.unit})"
-        if self.at_least is not None and others is not None and self.at_least in others:
-            floor = others[self.at_least]
-            if value < floor:
-                return f"{self.name} must be at least {self.at_least} ({floor})"
-        return None
-
-
-SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
-    {
-        r.name: r
-        for r in (
-            SettingRange(
-                "MaxConcurrentRequests", 50, 5000, 500, "events", "events attempted per cycle"
-            ),
-            SettingRange("Duration", 1, 300, 1, "seconds", "wait between delivery cycles"),
-            SettingRange(
-                "MaxDeliveryAttempts", 1, 30, 30, "attempts", "attempts before dead-lettering"
-            ),
-            SettingRange(
-                "EventTimeToLiveMinutes", 1, 240, 240, "minutes", "age at which events dead-letter"
-            ),
-            SettingRange(
-                "AlertFrequencyMin",
-                1,
-                None,
-                5,
-                "minutes",
-                "window in which dead letters open an alert",
-            ),
-            SettingRange(
-                "AlertFrequencyMax",
-                1,
-                None,
-                30,
-                "minutes",
-                "least time between two alerts; quiet time that closes an incident",
-                at_least="AlertFrequencyMin",
-            ),
-            SettingRange(
-                "AlertThresholdMin", 1, 100, 1, "dead letters", "failures in the window to alert"
-            ),
-            SettingRange(
-                "AlertThresholdMax",
-                6,
-                1000,
-                15,
-                "dead letters",
-                "failures after which alerting pauses",
-                at_least="AlertThresholdMin",
-            ),
-        )
-    }
-)
 
 
 def _field(name: str) -> Any:

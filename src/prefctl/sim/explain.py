@@ -216,7 +216,7 @@ def explain(
 
 
 def _alert_settings(given: Mapping[str, int]) -> dict[str, int]:
-    from prefctl.models.settings import SETTING_RANGES
+    from prefctl.models.setting_ranges import SETTING_RANGES
 
     return {name: given.get(name, SETTING_RANGES[name].default) for name in ALERT_SETTINGS}
 

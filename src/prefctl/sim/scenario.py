@@ -224,7 +224,7 @@ def _scenario(reader: Reader, top: Table, stem: str) -> Scenario:
 
 
 def _settings(reader: Reader, table: Table) -> dict[str, int]:
-    from prefctl.models.settings import SETTING_RANGES
+    from prefctl.models.setting_ranges import SETTING_RANGES
 
     reader.known_keys(table, tuple(SETTING_RANGES))
     settings = {name: limits.default for name, limits in SETTING_RANGES.items()}

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping
 
 from prefctl.errors import UsageError
-from prefctl.models.settings import SETTING_RANGES
+from prefctl.models.setting_ranges import SETTING_RANGES
 
 __all__ = ["default_settings", "get_settings", "put_settings", "update_settings"]
 
