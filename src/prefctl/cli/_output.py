@@ -7,6 +7,7 @@ go to stderr. Commands never create a Console themselves.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -81,6 +82,21 @@ class Output:
         return Console(file=file, highlight=False)
 
     @property
+    def stdout_is_terminal(self) -> bool:
+        """Whether stdout is a terminal as Rich decides it (``TTY_COMPATIBLE``, ``FORCE_COLOR``
+        or a TTY), without importing Rich when the answer is surely no: a pipe or a file."""
+        if self._out is None and _surely_not_a_terminal(sys.stdout):
+            return False
+        return self.out.is_terminal
+
+    @property
+    def stderr_is_terminal(self) -> bool:
+        """``stdout_is_terminal`` for stderr."""
+        if self._err is None and _surely_not_a_terminal(sys.stderr):
+            return False
+        return self.err.is_terminal
+
+    @property
     def interactive(self) -> bool:
         """True when a person is at the terminal (stdin and stderr are TTYs)."""
         return sys.stdin.isatty() and sys.stderr.isatty()
@@ -137,12 +153,12 @@ class Output:
             return
         headers = [header for _key, header in columns]
         cells = [[_cell(row.get(key)) for key, _header in columns] for row in rows]
-        console = self.out
-        if not console.is_terminal:
+        if not self.stdout_is_terminal:
             with writing_stdout() as stdout:
                 stdout.write(tsv([headers, *cells]))
                 stdout.flush()
             return
+        console = self.out
         hidden: list[str] = []
         if not self.wide:
             drop = [
@@ -234,7 +250,7 @@ class Output:
         """
         rows: list[Mapping[str, Any]] = []
         # No spinner between lines of JSON on the terminal: the array itself shows the progress.
-        quiet = self.json_mode and self.out.is_terminal
+        quiet = self.json_mode and self.stdout_is_terminal
         spinner = nullcontext(lambda _text: None) if quiet else self.status(f"fetching {noun}…")
         with writing_stdout() as stdout, spinner as update:
             first = True
@@ -260,7 +276,7 @@ class Output:
         if self.json_mode:
             self.json(json_data if json_data is not None else data)
             return
-        if not self.out.is_terminal:  # key, tab, value: one line each, for cut and awk
+        if not self.stdout_is_terminal:  # key, tab, value: one line each, for cut and awk
             with writing_stdout() as stdout:
                 stdout.write(tsv([[str(key), _cell(value)] for key, value in data.items()]))
                 stdout.flush()
@@ -283,8 +299,13 @@ class Output:
 
     # -- messages (stderr) ----------------------------------------------------------------------
     def info(self, message: str) -> None:
-        if not self.quiet:
-            self.err.print(message, markup=False, soft_wrap=True)
+        if self.quiet:
+            return
+        if _plain_line(message) and not self.stderr_is_terminal:  # as Rich would write it
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+            return
+        self.err.print(message, markup=False, soft_wrap=True)
 
     def success(self, message: str) -> None:
         if not self.quiet:
@@ -303,7 +324,7 @@ class Output:
     @contextmanager
     def status(self, message: str) -> Iterator[Callable[[str], None]]:
         """A spinner on stderr while the block runs; yields a function to change its text."""
-        if self.quiet or not self.err.is_terminal:
+        if self.quiet or not self.stderr_is_terminal:
             yield lambda _text: None
             return
         from rich.live import Live
@@ -420,6 +441,23 @@ def writing_stdout() -> Iterator[TextIO]:
         raise
     except OSError as exc:
         raise PrefctlError(f"cannot write the output: {exc}") from None
+
+
+def _surely_not_a_terminal(file: TextIO) -> bool:
+    """True when Rich would find ``file`` is no terminal: not a TTY, and no variable that makes
+    Rich treat it as one (``TTY_COMPATIBLE``, ``FORCE_COLOR``). False: not sure, ask Rich."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not file.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed: Rich says no terminal too
+        return True
+
+
+def _plain_line(text: str) -> bool:
+    """A message Rich prints as it is when not on a terminal: one line of printable characters,
+    nothing it would read as an emoji code (``:name:``)."""
+    return text.isprintable() and ":" not in text
 
 
 def _escape(text: str) -> str:

@@ -82,7 +82,7 @@ def api(
         return
     from prefctl.cli._output import to_json
 
-    state.out.line(to_json(answer, indent=state.out.out.is_terminal))
+    state.out.line(to_json(answer, indent=state.out.stdout_is_terminal))
 
 
 def _default_type(verb: str, body: Any) -> str:

@@ -273,7 +273,7 @@ def export(
     # A spinner on stderr while a large export runs, unless the export itself goes to the terminal.
     spinner = (
         state.out.status("exporting dead letters…")
-        if file is not None or not state.out.out.is_terminal
+        if file is not None or not state.out.stdout_is_terminal
         else contextlib.nullcontext()
     )
     with spinner, operations.open_existing_store(operations.resolve_store(store)) as conn:

@@ -424,7 +424,7 @@ _STATUS_STYLE = {2: "green", 3: "yellow", 4: "red", 5: "red"}
 def _table_sink(out: Output, writer: BackgroundWriter) -> Sink:
     from prefctl.receiver import format_line
 
-    if not (out.out.is_terminal and not out.no_color):
+    if not (out.stdout_is_terminal and not out.no_color):
 
         def plain(batch: Sequence[Verdict]) -> None:
             if writer.error is not None:

@@ -147,7 +147,7 @@ def _render(report: dict[str, Any]) -> None:
         title="Simulation",
     )
     _tables(report)
-    if out.out.is_terminal:  # a pipe gets the tables' fields; the bars are for eyes
+    if out.stdout_is_terminal:  # a pipe gets the tables' fields; the bars are for eyes
         out.line("")
         out.render(_chart(report["timeline"], out.out.width))
 
