@@ -211,6 +211,29 @@ def test_compose_with_a_non_ascii_name_round_trips() -> None:
     assert "Subscription:   Commandes é (Id 12)" in parsed.get_content()
 
 
+@pytest.mark.parametrize("name_length", range(1, 40))
+def test_a_long_subject_folds_after_words_never_before_its_first(name_length: int) -> None:
+    """Subjects of 70 to 77 characters, which the email package alone moves whole onto a
+    continuation line (``Subject:`` left empty), and longer ones: the first line starts the
+    text, every line fits 78 columns, and a reader unfolds the text as it was."""
+    email = message(subscription_name="n" * name_length, environment="Sandbox")
+    for text in (email.as_string(), email.as_bytes().decode()):
+        head = text.split("\n\n", 1)[0]
+        subject_line = next(line for line in head.splitlines() if line.startswith("Subject:"))
+        assert subject_line.startswith("Subject: [Sandbox] DEMO_CORP:")
+        assert max(len(line) for line in head.splitlines()) <= 78
+        assert parse_message(text.encode())["Subject"] == email["Subject"]
+
+
+def test_a_name_longer_than_a_line_stays_on_its_header_s_line_whole() -> None:
+    name = "a-very-long-subscription-name-" + "x" * 80
+    email = message(subscription_name=name)
+    head = email.as_string().split("\n\n", 1)[0].splitlines()
+    assert f"X-Prefctl-Subscription-Name: {name}" in head
+    assert any(line.startswith("Subject: [Production] DEMO_CORP:") for line in head)
+    assert parse_message(email.as_bytes())["X-Prefctl-Subscription-Name"] == name
+
+
 # -- the mbox -------------------------------------------------------------------------------------
 def test_mbox_sink_appends_private_messages_that_mailbox_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "data" / MBOX_FILE

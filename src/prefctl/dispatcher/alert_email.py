@@ -1,6 +1,6 @@
 """What a failure-alert email says: ``compose`` turns an ``AlertContent`` into the message.
 
-An alert is an RFC 5322 plain-text email (DESIGN §9.4): account id, environment, subscription
+An alert is an RFC 5322 plain-text email: account id, environment, subscription
 name and id, Url, the window of the dead letters it reports, their counts by reason, the last HTTP
 status and failure reason, and sample EventIds. ``X-Prefctl-*`` headers repeat the identifiers for
 mail filters and for ``prefctl alerts``. Prose is wrapped at 76 columns and sent 7bit when ASCII,
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.message import EmailMessage
-from typing import TYPE_CHECKING
+from email.policy import EmailPolicy
+from typing import TYPE_CHECKING, Any
 
 from prefctl.store.timestamps import wire_time
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from prefctl.store.alert_incidents import Batch
     from prefctl.store.alerts import AlertKind
 
-__all__ = ["AlertContent", "compose", "subject"]
+__all__ = ["ALERT_POLICY", "AlertContent", "AlertPolicy", "compose", "fold_at_spaces", "subject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +70,65 @@ def subject(content: AlertContent) -> str:
     return f"{prefix} {events} dead-lettered for {where}"
 
 
+class AlertPolicy(EmailPolicy):
+    """The email package's default policy, except that ASCII text headers (Subject and the
+    ``X-Prefctl-*`` ones) fold at the last space that fits in 78 columns, the first word always on
+    the header's own line. The package's own folder moves a whole 70–77 character Subject onto a
+    continuation line, leaving ``Subject:`` alone on the first, which some mail clients and every
+    ``grep '^Subject: '`` read as empty."""
+
+    def fold(self, name: str, value: Any) -> str:
+        folded = self._at_spaces(name, value)
+        return str(super().fold(name, value)) if folded is None else folded
+
+    def fold_binary(self, name: str, value: Any) -> bytes:
+        folded = self._at_spaces(name, value)
+        if folded is None:
+            return bytes(super().fold_binary(name, value))
+        return folded.encode("ascii")
+
+    def _at_spaces(self, name: str, value: Any) -> str | None:
+        text = str(value)
+        lowered = name.lower()
+        if not (lowered == "subject" or lowered.startswith("x-prefctl-")):
+            return None
+        if not (text.isascii() and text.isprintable()):
+            return None  # encoded words: the package's folder
+        folded = fold_at_spaces(f"{name}: {text}", self.max_line_length or 78, self.linesep)
+        if max(len(line) for line in folded.split(self.linesep)) > _MAX_LINE:
+            return None  # a word too long for any line: the package splits it in encoded words
+        return folded
+
+
+ALERT_POLICY = AlertPolicy()
+_MAX_LINE = 998  # RFC 5322 2.1.1: a line MUST be no longer (78 is what it SHOULD be)
+
+
+def fold_at_spaces(line: str, width: int, linesep: str) -> str:
+    """``line`` (``Name: value``) folded before the last space that keeps each line within
+    ``width``, with ``linesep`` after each line. The value's first word stays with the name, and a
+    word longer than ``width`` stays whole.
+
+    >>> fold_at_spaces("Subject: " + "word " * 15 + "end", 40, "|")
+    'Subject: word word word word word word| word word word word word word word word| word end|'
+    """
+    words = line.split(" ")
+    lines = [" ".join(words[:2])]  # the name and the first word of the value
+    for word in words[2:]:
+        if len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(" " + word)  # the space folded before stays, as unfolding expects
+    return "".join(folded + linesep for folded in lines)
+
+
 def compose(content: AlertContent, *, message_id: str, sender: str) -> EmailMessage:
     """The alert as an RFC 5322 message (plain text, UTF-8)."""
     from email.utils import format_datetime
 
     from prefctl.store.timestamps import from_epoch
 
-    message = EmailMessage()
+    message = EmailMessage(policy=ALERT_POLICY)
     message["From"] = sender
     message["To"] = ", ".join(content.recipients) or "undisclosed-recipients:;"
     message["Subject"] = subject(content)
