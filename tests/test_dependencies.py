@@ -2,8 +2,9 @@
 
 prefctl reaches into the internals of uvicorn, FastAPI and Typer (CONTRIBUTING.md, "Borrowed
 internals"): a release of any may change them, so each is bounded above at the newest version
-tested; uvicorn's bound is the range its start-up check accepts (``seams.TESTED_UVICORN``), and
-Typer's upper bound is where its check stops (``_coercion.TESTED_TYPER``).
+tested; the bounds of uvicorn and FastAPI are the ranges their start-up checks accept
+(``seams.TESTED_UVICORN``, ``_common.TESTED_FASTAPI``), and Typer's upper bound is where its
+check stops (``_coercion.TESTED_TYPER``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
 from prefctl.cli._coercion import TESTED_TYPER
+from prefctl.emulator.routes._common import TESTED_FASTAPI
 from prefctl.servers.seams import TESTED_UVICORN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +49,14 @@ def test_pyproject_bounds_above_every_dependency_whose_internals_are_used() -> N
         assert uppers, f"pyproject.toml must bound {name} above (<X): prefctl uses its internals"
 
 
-def test_pyproject_uvicorn_range_is_the_range_its_start_up_check_accepts() -> None:
-    specifier = runtime_requirements()["uvicorn"].specifier
-    low, high = (Version(".".join(map(str, bound))) for bound in TESTED_UVICORN)
+@pytest.mark.parametrize(
+    ("name", "tested"), [("uvicorn", TESTED_UVICORN), ("fastapi", TESTED_FASTAPI)]
+)
+def test_pyproject_range_is_the_range_the_start_up_check_accepts(
+    name: str, tested: tuple[tuple[int, int], tuple[int, int]]
+) -> None:
+    specifier = runtime_requirements()[name].specifier
+    low, high = (Version(".".join(map(str, bound))) for bound in tested)
     assert {(spec.operator, Version(spec.version)) for spec in specifier} == {
         (">=", low),
         ("<", high),

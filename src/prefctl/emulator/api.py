@@ -46,6 +46,7 @@ from prefctl.emulator.routes._common import (
     MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
     ProblemError,
+    check_lanes,
     get_ctx,
     lane_routes,
     permission_of,
@@ -100,7 +101,9 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
         app.include_router(router)
     # Every API route with its own path, for the Allow header of a 405 (see _allowed).
     app.state.api_routes = [route for router in routers for route in router.routes]
-    # Routes with a direct lane are matched first, without walking the table (see LaneRoute).
+    # Routes with a direct lane are matched first, without walking the table (see LaneRoute),
+    # when FastAPI is a release they were tested with.
+    check_lanes()
     app.router.routes[:0] = lane_routes(routers)
     permissions = _permissions(routers)
 
@@ -303,8 +306,9 @@ def _permissions(routers: list[APIRouter]) -> dict[tuple[str, str], str]:
 
 
 def _required_permission(dependant: Dependant) -> str | None:
-    for sub in dependant.dependencies:
-        permission = permission_of(sub.call) or _required_permission(sub)
+    # FastAPI's internals, read with defaults: without them the document only lacks x-permission.
+    for sub in getattr(dependant, "dependencies", ()):
+        permission = permission_of(getattr(sub, "call", None)) or _required_permission(sub)
         if permission is not None:
             return permission
     return None

@@ -109,6 +109,24 @@ def test_direct_lane_patch_answers_as_the_declared_route(
     assert through_lane == declared
 
 
+@pytest.mark.parametrize("case", CASES[:6] + CASES[-3:], ids=[c[0] for c in CASES[:6] + CASES[-3:]])
+def test_with_fastapi_outside_the_tested_range_the_lanes_are_off_and_answers_the_same(
+    api: Api, case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FastAPI release the lanes were not tested with may call dependencies otherwise: the
+    emulator then answers every request through the declared routes, the same answers."""
+    import fastapi
+
+    through_lane = _answer(api, case, {})
+    monkeypatch.setattr(_common, "_lanes_off", None)  # put back after the test
+    monkeypatch.setattr(fastapi, "__version__", "0.200.0")
+    app = create_app(EmulatorContext(store_path=Path("unused.db"), base_url="http://127.0.0.1:1"))
+    assert not any(isinstance(route, LaneRoute) for route in app.router.routes)
+    assert _common._lanes_off == "fastapi 0.200.0 is not in the tested range"
+    assert _answer(api, case, {}) == through_lane  # the running emulator, lanes now off
+    assert "x-permission" in str(app.openapi())  # the document still names each permission
+
+
 def test_direct_lane_patch_refuses_a_user_without_the_permission_as_declared(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,6 +31,8 @@ the token check of ``require`` (see there).
 from __future__ import annotations
 
 import functools
+import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -272,7 +274,7 @@ class WireRoute(APIRoute):
 
         async def handle(request: Request) -> Response:
             wire = _WireRequest(request.scope, request.receive)
-            lane = _DIRECT_LANES.get(endpoint)
+            lane = None if _lanes_off is not None else _DIRECT_LANES.get(endpoint)
             if lane is not None:
                 response = await lane(wire)
                 if response is not None:
@@ -284,6 +286,43 @@ class WireRoute(APIRoute):
 
 DirectLane = Callable[[Request], Awaitable[Response | None]]
 _DIRECT_LANES: dict[Callable[..., Any], DirectLane] = {}
+
+# FastAPI releases whose internals the lanes were tested with: [low, high). A lane calls its
+# route's dependencies in the order these releases do, and the OpenAPI document reads each
+# route's ``dependant``; pyproject.toml bounds fastapi to the same range.
+TESTED_FASTAPI = ((0, 137), (0, 166))
+_lanes_off: str | None = None  # why the lanes are not used (``check_lanes``); None: they are
+
+_log = logging.getLogger(__name__)
+
+
+def lanes_problem() -> str | None:
+    """Why the direct lanes may not be used with the FastAPI installed (None: they may)."""
+    import fastapi
+    from fastapi.dependencies.models import Dependant
+
+    version = getattr(fastapi, "__version__", "")
+    match = re.match(r"(\d+)\.(\d+)", version)
+    low, high = TESTED_FASTAPI
+    if match is None or not low <= (int(match[1]), int(match[2])) < high:
+        return f"fastapi {version or '?'} is not in the tested range"
+    fields = getattr(Dependant, "__dataclass_fields__", {})
+    missing = [name for name in ("dependencies", "call") if name not in fields]
+    if missing:
+        return f"fastapi's Dependant has no {', '.join(missing)}"
+    if not callable(getattr(APIRoute, "get_route_handler", None)):
+        return "fastapi's APIRoute has no get_route_handler"
+    return None
+
+
+def check_lanes() -> str | None:
+    """Turn the direct lanes off, for this process, when FastAPI is not as they expect: every
+    request then takes its declared route (the same answers, slower). Returns why (None: on)."""
+    global _lanes_off
+    _lanes_off = lanes_problem()
+    if _lanes_off is not None:
+        _log.info("the direct lanes are off, requests take FastAPI's routes: %s", _lanes_off)
+    return _lanes_off
 
 
 def direct(endpoint: Callable[..., Any]) -> Callable[[DirectLane], DirectLane]:
@@ -319,7 +358,11 @@ class LaneRoute(BaseRoute):
         self.methods = frozenset(route.methods or ())
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope.get("method") in self.methods and self.route.endpoint in _DIRECT_LANES:
+        if (
+            scope.get("method") in self.methods
+            and _lanes_off is None
+            and self.route.endpoint in _DIRECT_LANES
+        ):
             match, child_scope = self.route.matches(scope)
             if match is Match.FULL:
                 return match, child_scope
@@ -334,7 +377,10 @@ class LaneRoute(BaseRoute):
 
 
 def lane_routes(routers: Iterable[APIRouter]) -> list[LaneRoute]:
-    """A ``LaneRoute`` for every route of ``routers`` that has a direct lane."""
+    """A ``LaneRoute`` for every route of ``routers`` that has a direct lane (none when the
+    lanes are off)."""
+    if _lanes_off is not None:
+        return []
     return [
         LaneRoute(route)
         for router in routers
