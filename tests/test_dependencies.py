@@ -3,7 +3,7 @@
 prefctl reaches into the internals of uvicorn, FastAPI and Typer (CONTRIBUTING.md, "Borrowed
 internals"): a release of any may change them, so each is bounded above at the newest version
 tested; the bounds of uvicorn and FastAPI are the ranges their start-up checks accept
-(``seams.TESTED_UVICORN``, ``_common.TESTED_FASTAPI``), and Typer's upper bound is where its
+(``seams.TESTED_UVICORN``, ``_lanes.TESTED_FASTAPI``), and Typer's upper bound is where its
 check stops (``_coercion.TESTED_TYPER``).
 """
 
@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from prefctl.cli._coercion import TESTED_TYPER
-from prefctl.emulator.routes._common import TESTED_FASTAPI
+from prefctl.emulator.routes._lanes import TESTED_FASTAPI
 from prefctl.servers.seams import TESTED_UVICORN
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from prefctl.cli._output import fit_table, plain_table, tsv
+from prefctl.cli._tables import fit_table, plain_table, tsv
 from tests.helpers import run_cli
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

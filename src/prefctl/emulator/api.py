@@ -46,14 +46,13 @@ from prefctl.emulator.routes._common import (
     MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
     ProblemError,
-    check_lanes,
     get_ctx,
-    lane_routes,
     permission_of,
     problem_for,
     problem_response,
     store_problem,
 )
+from prefctl.emulator.routes._lanes import check_lanes, lane_routes
 from prefctl.errors import DiskFullError, PrefctlError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
 from prefctl.store.db import is_damaged, is_disk_full

@@ -1,4 +1,4 @@
-"""Routes with a direct lane (``routes._common.direct``) answer exactly as the declared route
+"""Routes with a direct lane (``routes._lanes.direct``) answer exactly as the declared route
 does: every request below is sent once through the lane and once with the lane taken out, and the
 status, the problem or profile body and the headers a client reads must be the same."""
 
@@ -18,8 +18,9 @@ from prefctl.clock import SystemClock
 from prefctl.emulator import admin
 from prefctl.emulator.api import OPTIONAL_ROUTERS, ROUTERS
 from prefctl.emulator.app import EmulatorContext, create_app
-from prefctl.emulator.routes import _common
-from prefctl.emulator.routes._common import MAX_BODY_BYTES, LaneRoute
+from prefctl.emulator.routes import _lanes
+from prefctl.emulator.routes._common import MAX_BODY_BYTES
+from prefctl.emulator.routes._lanes import LaneRoute
 from prefctl.emulator.routes.profiles import update_profile
 from prefctl.store.accounts import PERMISSIONS
 from tests.emulator.routes._api import JSON_PATCH, MERGE_PATCH, Api, issue_token
@@ -104,7 +105,7 @@ def test_direct_lane_patch_answers_as_the_declared_route(
     api: Api, case: Case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     through_lane = _answer(api, case, {})
-    monkeypatch.delitem(_common._DIRECT_LANES, update_profile)
+    monkeypatch.delitem(_lanes._DIRECT_LANES, update_profile)
     declared = _answer(api, case, {})
     assert through_lane == declared
 
@@ -118,11 +119,11 @@ def test_with_fastapi_outside_the_tested_range_the_lanes_are_off_and_answers_the
     import fastapi
 
     through_lane = _answer(api, case, {})
-    monkeypatch.setattr(_common, "_lanes_off", None)  # put back after the test
+    monkeypatch.setattr(_lanes, "_lanes_off", None)  # put back after the test
     monkeypatch.setattr(fastapi, "__version__", "0.200.0")
     app = create_app(EmulatorContext(store_path=Path("unused.db"), base_url="http://127.0.0.1:1"))
     assert not any(isinstance(route, LaneRoute) for route in app.router.routes)
-    assert _common._lanes_off == "fastapi 0.200.0 is not in the tested range"
+    assert _lanes._lanes_off == "fastapi 0.200.0 is not in the tested range"
     assert _answer(api, case, {}) == through_lane  # the running emulator, lanes now off
     assert "x-permission" in str(app.openapi())  # the document still names each permission
 
@@ -136,7 +137,7 @@ def test_direct_lane_patch_refuses_a_user_without_the_permission_as_declared(
     token = {"Authorization": f"Bearer {issue_token(api.emulator, 'reader-only')}"}
     case: Case = ("lacking permission", _own, {"Content-Type": MERGE_PATCH}, b"{}")
     through_lane = _answer(api, case, token)
-    monkeypatch.delitem(_common._DIRECT_LANES, update_profile)
+    monkeypatch.delitem(_lanes._DIRECT_LANES, update_profile)
     declared = _answer(api, case, token)
     assert through_lane == declared
     assert through_lane[0] == 403

@@ -35,7 +35,6 @@ from prefctl.emulator.routes._common import (
     account_url,
     connection,
     created,
-    direct,
     get_ctx,
     json_response,
     no_content,
@@ -45,6 +44,7 @@ from prefctl.emulator.routes._common import (
     require,
     validate,
 )
+from prefctl.emulator.routes._lanes import direct
 from prefctl.emulator.routes._patch import (
     PatchConflictError,
     PatchDocumentError,
