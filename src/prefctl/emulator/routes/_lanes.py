@@ -138,11 +138,7 @@ class LaneRoute(BaseRoute):
         self.methods = frozenset(route.methods or ())
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if (
-            scope.get("method") in self.methods
-            and _lanes_off is None
-            and self.route.endpoint in _DIRECT_LANES
-        ):
+        if scope.get("method") in self.methods and self.route.endpoint in _DIRECT_LANES:
             match, child_scope = self.route.matches(scope)
             if match is Match.FULL:
                 return match, child_scope
