@@ -16,6 +16,7 @@ import typer
 
 from prefctl import config as cfg_mod
 from prefctl.cli._api import YesOption
+from prefctl.cli._complete import profile_names
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import ConfigError, PrefctlError, UsageError
@@ -51,7 +52,10 @@ def _flag(key: str) -> str:
 
 
 _ProfileArg = Annotated[
-    str, typer.Argument(metavar="NAME", help="Profile name.", show_default=False)
+    str,
+    typer.Argument(
+        metavar="NAME", help="Profile name.", show_default=False, autocompletion=profile_names
+    ),
 ]
 _KeyArg = Annotated[
     str,
@@ -210,6 +214,7 @@ def show(
             metavar="NAME",
             help="Profile to show (default: --profile, $PREFCTL_PROFILE, then the file's default).",
             show_default=False,
+            autocompletion=profile_names,
         ),
     ] = None,
 ) -> None:

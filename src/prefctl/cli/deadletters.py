@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prefctl.cli._api import YesOption
+from prefctl.cli._complete import dead_letter_ids
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import (
     EventOption,
@@ -126,7 +127,9 @@ def show_dead_letter(
     name: Annotated[
         str,
         typer.Argument(
-            metavar="ID", help="EventId of the dead letter, or its delivery id (digits)."
+            metavar="ID",
+            help="EventId of the dead letter, or its delivery id (digits).",
+            autocompletion=dead_letter_ids,
         ),
     ],
     store: StoreOption = None,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._api import WithCursorOption
+from prefctl.cli._complete import delivery_ids
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import (
     EventOption,
@@ -104,7 +105,9 @@ def list_deliveries(
 
 
 def show_delivery(
-    delivery_id: Annotated[int, typer.Argument(metavar="ID", help="The delivery id.")],
+    delivery_id: Annotated[
+        int, typer.Argument(metavar="ID", help="The delivery id.", autocompletion=delivery_ids)
+    ],
     store: StoreOption = None,
 ) -> None:
     """Show a delivery and its attempt timeline: attempt, time, outcome, answer, latency, next due."""

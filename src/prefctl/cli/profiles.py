@@ -27,6 +27,7 @@ from prefctl.cli._api import (
     api_client,
     read_object,
 )
+from prefctl.cli._complete import profile_ids
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.cli.profiles_import import import_profiles
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
     from prefctl.cli._context import State
 
 ProfileIdArgument = Annotated[
-    int, typer.Argument(metavar="ID", help="The profile's ProfileId.", min=1)
+    int,
+    typer.Argument(
+        metavar="ID", help="The profile's ProfileId.", min=1, autocompletion=profile_ids
+    ),
 ]
 FileOption = Annotated[
     str,

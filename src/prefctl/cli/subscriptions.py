@@ -16,7 +16,7 @@ import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
-from prefctl.cli._complete import event_types
+from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from prefctl.cli._context import State
 
 SubscriptionArgument = Annotated[
-    str, typer.Argument(metavar="SUB", help="The subscription's Id or Name.")
+    str,
+    typer.Argument(
+        metavar="SUB", help="The subscription's Id or Name.", autocompletion=subscription_refs
+    ),
 ]
 NameOption = Annotated[
     str | None, typer.Option("--name", help="A name, unique in the account.", show_default=False)
