@@ -18,6 +18,7 @@ from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
 from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
 
@@ -124,6 +125,18 @@ def create(
 _REQUIRED = (("--name", "Name"), ("--url", "Url"), ("--event", "Subscriptions"))
 
 
+# Narrow terminals keep the Id, Name and states; the URL goes first.
+LIST_COLUMNS = columns(
+    ("Id", "ID"),
+    ("Name", "NAME"),
+    ("State", "STATE"),
+    ("ProvisioningState", "PROVISIONING"),
+    ("Url", "URL"),
+    ("events", "EVENTS"),
+    drop_first=["Url", "events", "ProvisioningState"],
+)
+
+
 def list_subscriptions() -> None:
     """List the subscriptions with their state and event types."""
     from prefctl.api.subscriptions import SubscriptionsApi
@@ -133,14 +146,7 @@ def list_subscriptions() -> None:
         records = SubscriptionsApi(client).list()
     state.out.table(
         [_row(record) for record in records],
-        [
-            ("Id", "ID"),
-            ("Name", "NAME"),
-            ("State", "STATE"),
-            ("ProvisioningState", "PROVISIONING"),
-            ("Url", "URL"),
-            ("events", "EVENTS"),
-        ],
+        LIST_COLUMNS,
         json_rows=records,
         empty="no subscriptions",
     )
