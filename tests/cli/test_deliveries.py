@@ -229,3 +229,11 @@ def test_deliveries_list_with_cursor_pages_through_json_without_stderr(store: Pa
     )
     assert [r["delivery_id"] for r in second.json["items"]] == [2]
     assert second.json["next_cursor"] is None
+
+
+def test_completion_of_show_offers_the_store_s_dead_letters_and_deliveries(store: Path) -> None:
+    from tests.cli.test_completion import complete
+
+    assert complete("bash", f"prefctl deadletters show --store {store} ") == [event_id(1)]
+    assert complete("bash", f"prefctl deliveries show --store {store} ") == ["2", "1"]
+    assert complete("zsh", f"prefctl deliveries list --store {store} --subscription ") != []
