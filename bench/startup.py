@@ -10,6 +10,10 @@ as a user would), primes a token cache with the installed package itself, then t
     prefctl --help             target <= 250 ms (and each GROUP --help measured here)
     prefctl subscriptions list against a local emulator, token cached: target <= 300 ms
     prefctl settings get       the same: target <= 300 ms
+    TAB …                      shell completion as bash's script asks for it (the words in
+                               COMP_WORDS): a command name or an option, target <= 100 ms; a
+                               value read from the emulator's store (subscription names and Ids,
+                               dead letters' EventIds), target <= 250 ms
     aws --version              when installed, the reference CLI
 
 Each row also shows its ratio to ``python -c pass``, the interpreter's own start-up. And, apart, the cost of prefctl's pytest plugin to a session that does not use its fixtures
@@ -45,7 +49,18 @@ TARGETS_MS = {
     "prefctl deliveries --help": 250.0,
     "prefctl subscriptions list": 300.0,
     "prefctl settings get": 300.0,
+    "TAB prefctl sub": 100.0,
+    "TAB prefctl deliveries list --": 100.0,
+    "TAB prefctl subscriptions get": 250.0,
+    "TAB prefctl deadletters show": 250.0,
 }
+# What a TAB sends: the words typed so far, the last one being completed.
+TABS = [
+    "prefctl sub",
+    "prefctl deliveries list --",
+    "prefctl subscriptions get ",
+    "prefctl deadletters show ",
+]
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJiZW5jaCJ9.c2lnbmF0dXJl"
 
 PRIME = """
@@ -123,6 +138,35 @@ def _start_emulator(prefctl: str, env: dict[str, str], home: Path) -> dict[str, 
         raise SystemExit(f"no token from the bench emulator: {served.stderr.decode()}")
     env.update(emulator_env)
     return emulator_env
+
+
+def _tab_env(words: str) -> dict[str, str]:
+    """The environment bash's completion script gives prefctl for a TAB after ``words``."""
+    current = len(words.split()) - (0 if words.endswith(" ") else 1)
+    return {"_PREFCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(current)}
+
+
+def _subscribe(prefctl: str, env: dict[str, str]) -> None:
+    """A few subscriptions in the bench emulator, for the TABs that offer their names."""
+    for index in range(5):
+        subprocess.run(
+            [
+                prefctl,
+                "-p",
+                "local",
+                "subscriptions",
+                "create",
+                "--name",
+                f"bench-{index}",
+                "--url",
+                f"http://127.0.0.1:9/hook{index}",
+                "--event",
+                "profile.created",
+                "--no-wait",
+            ],
+            env=env,
+            capture_output=True,
+        )
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
@@ -240,19 +284,25 @@ def main() -> int:
         emulator_env = _start_emulator(prefctl, env, home)
         for name in ("subscriptions list", "settings get"):
             commands[f"prefctl {name}"] = [prefctl, "-p", "local", *name.split()]
+        _subscribe(prefctl, env)
+        envs = {name: env for name in commands}
+        for words in TABS:
+            commands[f"TAB {words.strip()}"] = [prefctl]
+            envs[f"TAB {words.strip()}"] = {**env, **_tab_env(words)}
         aws = shutil.which("aws")
         if aws:
             commands["aws --version"] = [aws, "--version"]
             env["PATH"] += os.pathsep + str(Path(aws).parent)
+            envs["aws --version"] = env
 
         try:
-            for argv in commands.values():
+            for name, argv in commands.items():
                 for _ in range(args.warmup):
-                    _time(argv, env)
+                    _time(argv, envs[name])
             samples: dict[str, list[float]] = {name: [] for name in commands}
             for _ in range(args.runs):
                 for name, argv in commands.items():
-                    samples[name].append(_time(argv, env))
+                    samples[name].append(_time(argv, envs[name]))
             plugin = pytest_plugin_load(venv, env, args.runs, args.warmup)
         finally:
             subprocess.run([prefctl, "emulator", "stop"], env=emulator_env, capture_output=True)

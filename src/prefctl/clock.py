@@ -118,3 +118,16 @@ def parse_moment(text: str, *, now: datetime, flag: str) -> datetime:
             hint="e.g. 2026-11-21T19:20:30Z, or 90s, 15m, 2h, 3d",
         )
     return moment
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as every table of prefctl writes it: ``4h 12m 30s``, to the second, units
+    with no value left out (``2h 5s``); under 10 s to the tenth (``2.5s``). JSON keeps seconds."""
+    if seconds < 10:
+        return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return " ".join(parts) or "0s"

@@ -107,7 +107,7 @@ def test_output_json_flag_and_env_give_json_on_stdout(monkeypatch: pytest.Monkey
     assert run_cli("--output", "json", "config", "list").json[0]["name"] == "dev"
     monkeypatch.setenv("PREFCTL_OUTPUT", "json")
     assert run_cli("config", "list").json[0]["name"] == "dev"
-    assert run_cli("-o", "table", "config", "list").stdout.startswith("Name\tDefault\t")
+    assert run_cli("-o", "table", "config", "list").stdout.startswith("NAME\tDEFAULT\t")
 
 
 def test_colour_forced_unless_no_color_env_or_flag(monkeypatch: pytest.MonkeyPatch) -> None:

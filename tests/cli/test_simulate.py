@@ -46,7 +46,7 @@ def test_simulate_table_shows_summary_tables_and_chart(
     path.write_text(REJECTING)
     piped = run_cli("simulate", str(path)).stdout
     assert "scenario\trejecting\n" in piped  # key, tab, value for cut and awk
-    assert "Reason\tDead letters\n" in piped
+    assert "REASON\tDEAD LETTERS\n" in piped
     assert not any(c in piped for c in "┃│━█")  # neither boxes nor the chart
 
     monkeypatch.setenv("TTY_COMPATIBLE", "1")  # as on a terminal

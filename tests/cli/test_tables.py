@@ -81,7 +81,7 @@ def test_piped_table_is_a_header_and_tab_separated_rows(
     result = run_cli("events", "types")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split("\t") == ["Type", "Entity", "Filter key", "PreviousData", "Description"]
+    assert lines[0].split("\t") == ["TYPE", "ENTITY", "FILTER KEY", "PREVIOUS DATA", "DESCRIPTION"]
     types = run_cli("-o", "json", "events", "types").json
     assert len(lines) == 1 + len(types)
     assert all(line.count("\t") == 4 for line in lines)
@@ -101,40 +101,49 @@ def test_terminal_table_at_80_columns_never_splits_identifiers(
     result = run_cli("events", "types")
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
-    types = [t["type"] for t in run_cli("-o", "json", "events", "types").json]
-    assert len(lines) == 2 + len(types)  # one line a row: nothing folded
-    assert all(f" {name} " in result.stdout for name in types)
+    types = run_cli("-o", "json", "events", "types").json
+    assert all(f" {t['type']} " in result.stdout for t in types)
+    words = " ".join(line.split("│", 1)[-1].strip() for line in lines[2:])
+    assert all(t["description"] in words for t in types)  # wrapped at its spaces, never cut
+    assert "…" not in result.stdout
     assert "(--wide shows all)" in result.stderr
     wide = run_cli("--wide", "events", "types").stdout
-    assert "Description" in wide.splitlines()[0]
+    assert "DESCRIPTION" in wide.splitlines()[0]
+    assert len(wide.splitlines()) == 2 + len(types)  # one line a row
     assert run_cli("events", "types", "-o", "wide").stdout == wide
 
 
-def test_fit_table_shortens_free_text_before_leaving_out_columns() -> None:
+def test_fit_table_leaves_out_whole_columns_and_never_cuts_a_value() -> None:
     event_id = "25ed800c-39ea-4afb-b8a1-0c6d6f1c2f3e"
     headers = ["ID", "EVENT ID", "ATTEMPTS", "LAST"]
     cells = [["1", event_id, "3", "503 (the service is unavailable right now, try later)"]]
     kept, rows, hidden = fit_table(headers, cells, 70)
-    assert kept == headers
-    assert hidden == []
-    assert rows[0][1] == event_id
-    assert rows[0][3].endswith("…")
-    assert len(rows[0][3]) >= 10
-    kept, rows, hidden = fit_table(headers, cells, 60, drop_first=[2])
-    assert hidden == ["ATTEMPTS"]
-    assert rows[0][1] == event_id
+    assert kept == ["ID", "EVENT ID", "ATTEMPTS"]
+    assert hidden == ["LAST"]
+    assert rows == [["1", event_id, "3"]]
+    kept, rows, hidden = fit_table(headers, cells, 72, drop_order=[1])
+    assert hidden == ["EVENT ID"]
+    assert rows == [["1", "3", cells[0][3]]]
     kept, rows, hidden = fit_table(headers, cells, 30)  # narrower than the EventId
     assert kept == ["ID"]
     assert hidden == ["EVENT ID", "ATTEMPTS", "LAST"]
+    kept, rows, hidden = fit_table(headers, cells, 30, drop_order=[1, 0])  # the first, declared
+    assert kept == ["ATTEMPTS"]
+    kept, rows, hidden = fit_table(headers, cells, 10, drop_order=[0, 1, 2, 3])
+    assert kept == ["LAST"]  # the last column left stays, however wide
 
 
-def test_policy_explain_at_60_columns_keeps_every_row_on_one_line(
+def test_policy_explain_at_60_columns_gives_up_the_jitter_bounds_and_wraps_the_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "60")
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
-    printed = run_cli("policy", "explain").stdout
+    result = run_cli("policy", "explain")
+    printed = result.stdout
     rows = [line for line in printed.splitlines() if "│" in line]
     assert all(len(line) <= 60 for line in printed.splitlines())
     attempts = [row.split("│")[0].strip().strip("()") for row in rows[:16]]
-    assert attempts == [str(n) for n in range(1, 17)]  # one line each, none folded
+    assert attempts == [str(n) for n in range(1, 17)]  # the attempts: one line each
+    assert "not shown at 60 columns: EARLIEST, LATEST" in result.stderr
+    assert "TimeToLiveExceeded:" in printed
+    assert "…" not in printed

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from prefctl.cli._tables import fit_table, plain_table, tsv
+from prefctl.cli._tables import Columns, as_columns, fit_table, plain_table, tsv
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Output:
     def table(
         self,
         rows: Sequence[Mapping[str, Any]],
-        columns: Sequence[tuple[str, str]],
+        columns: Columns | Sequence[tuple[str, str]],
         *,
         title: str | None = None,
         json_rows: Sequence[Any] | None = None,
@@ -140,10 +140,12 @@ class Output:
     ) -> None:
         """Rows as a table, or as a JSON array in JSON mode (``json_rows`` when they differ).
 
-        On a terminal the table fits its width: free text is shortened with ``…`` and then
-        columns are left out (``drop_first`` keys first, then from the right), but identifiers
-        (any cell without a space: ids, URLs, timestamps) are never split; ``--wide`` shows every
-        column whole. Into a pipe or a file: a header line and one line per row, fields
+        ``columns`` is the table's declaration (``cli/_tables.py`` ``columns(...)``: the
+        columns, those it gives up first, those whose prose wraps; a list of ``(key, HEADER)``
+        pairs with ``drop_first`` is the same). On a terminal the table fits its width by
+        leaving out whole columns, ``drop_first`` first, then from the right, and by wrapping
+        the prose of ``wrap`` columns at spaces: no value is ever cut; ``--wide`` shows every
+        column. Into a pipe or a file: a header line and one line per row, fields
         separated by tabs, no title, box or styling (for ``cut``, ``awk``)."""
         if self.json_mode:
             self.json(list(json_rows if json_rows is not None else rows))
@@ -151,8 +153,9 @@ class Output:
         if not rows:
             self.info(empty)
             return
-        headers = [header for _key, header in columns]
-        cells = [[_cell(row.get(key)) for key, _header in columns] for row in rows]
+        table = as_columns(columns, drop_first)
+        headers = table.headers
+        cells = [[_cell(row.get(key)) for key, _header in table.columns] for row in rows]
         if not self.stdout_is_terminal:
             with writing_stdout() as stdout:
                 stdout.write(tsv([headers, *cells]))
@@ -161,10 +164,13 @@ class Output:
         console = self.out
         hidden: list[str] = []
         if not self.wide:
-            drop = [
-                index for key in drop_first for index, (k, _h) in enumerate(columns) if k == key
-            ]
-            headers, cells, hidden = fit_table(headers, cells, console.width, drop_first=drop)
+            headers, cells, hidden = fit_table(
+                headers,
+                cells,
+                console.width,
+                drop_order=table.drop_order(),
+                wrap=table.wrapped(),
+            )
         lines = plain_table(headers, cells, title=title)
         with writing_stdout():
             if lines is not None:
@@ -179,7 +185,7 @@ class Output:
     def page(
         self,
         rows: Sequence[Mapping[str, Any]],
-        columns: Sequence[tuple[str, str]],
+        columns: Columns | Sequence[tuple[str, str]],
         *,
         json_rows: Sequence[Any],
         next_cursor: str | None,
@@ -234,7 +240,7 @@ class Output:
     def listing(
         self,
         items: Iterable[Any],
-        columns: Sequence[tuple[str, str]],
+        columns: Columns | Sequence[tuple[str, str]],
         *,
         noun: str,
         summary: Callable[[Any], Mapping[str, Any]] | None = None,
@@ -249,6 +255,7 @@ class Output:
         A spinner on stderr counts the ``noun`` so far.
         """
         rows: list[Mapping[str, Any]] = []
+        keys = [key for key, _header in as_columns(columns).columns]
         # No spinner between lines of JSON on the terminal: the array itself shows the progress.
         quiet = self.json_mode and self.stdout_is_terminal
         spinner = nullcontext(lambda _text: None) if quiet else self.status(f"fetching {noun}…")
@@ -258,7 +265,7 @@ class Output:
                 if count % 500 == 0:
                     update(f"fetching {noun}… {count:,} so far")
                 if not self.json_mode:
-                    rows.append(summary(item) if summary else {k: item.get(k) for k, _ in columns})
+                    rows.append(summary(item) if summary else {k: item.get(k) for k in keys})
                     continue
                 text = "  " + to_json(item).replace("\n", "\n  ")
                 stdout.write(("[\n" if first else ",\n") + text)

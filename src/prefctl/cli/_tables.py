@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-__all__ = ["fit_table", "plain_table", "tsv"]
+_MIN_WRAP = 20  # prose is wrapped to no fewer cells than this (or its longest word)
+
+__all__ = ["Columns", "as_columns", "columns", "fit_table", "plain_table", "tsv"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _FIELD_BREAKS = re.compile("[\t\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-_MIN_TEXT = 10  # free text is shortened to no fewer cells than this (or its header's)
 
 
 def tsv(lines: Iterable[Sequence[str]]) -> str:
@@ -19,67 +21,120 @@ def tsv(lines: Iterable[Sequence[str]]) -> str:
     return "".join("\t".join(_FIELD_BREAKS.sub(" ", f) for f in fields) + "\n" for fields in lines)
 
 
+@dataclass(frozen=True)
+class Columns:
+    """A table's columns and what it gives up first on a narrow terminal.
+
+    ``columns`` are ``(key of the row, HEADER)`` pairs in the order shown, headers in UPPER case.
+    ``drop_first`` names the keys left out first, in order, when the table is wider than the
+    terminal: long identifiers (EventIds, URLs) before what people scan a list for (names,
+    states, reasons, types); it may name the first column. Columns not named there go next,
+    from the right, the first column last; one column always stays. A column is shown whole or
+    not at all: no value is ever cut. ``--wide`` shows every column and a pipe gets them all,
+    tab-separated."""
+
+    columns: tuple[tuple[str, str], ...]
+    drop_first: tuple[str, ...] = ()
+    wrap: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        keys = [key for key, _header in self.columns]
+        for key, header in self.columns:
+            if header != header.upper():
+                raise ValueError(f"column {key!r}: headers are UPPER case, not {header!r}")
+        wrong = [key for key in (*self.drop_first, *self.wrap) if key not in keys]
+        if wrong:
+            raise ValueError(f"drop_first or wrap: {wrong} name no column of the table")
+
+    @property
+    def headers(self) -> list[str]:
+        return [header for _key, header in self.columns]
+
+    def drop_order(self) -> list[int]:
+        """Indexes of the ``drop_first`` columns, in order."""
+        keys = [key for key, _header in self.columns]
+        return [keys.index(key) for key in self.drop_first]
+
+    def wrapped(self) -> list[int]:
+        """Indexes of the ``wrap`` columns."""
+        keys = [key for key, _header in self.columns]
+        return [keys.index(key) for key in self.wrap]
+
+
+def columns(
+    *pairs: tuple[str, str], drop_first: Sequence[str] = (), wrap: Sequence[str] = ()
+) -> Columns:
+    """A table's declaration: ``columns(("id", "ID"), ("name", "NAME"), drop_first=["id"])``."""
+    return Columns(tuple(pairs), tuple(drop_first), tuple(wrap))
+
+
+def as_columns(
+    columns: Columns | Sequence[tuple[str, str]], drop_first: Sequence[str] = ()
+) -> Columns:
+    """``columns`` as a declaration; a list of pairs gets its headers in UPPER case."""
+    if isinstance(columns, Columns):
+        return columns
+    return Columns(tuple((key, header.upper()) for key, header in columns), tuple(drop_first))
+
+
 def fit_table(
     headers: Sequence[str],
     cells: Sequence[Sequence[str]],
     width: int,
     *,
-    drop_first: Sequence[int] = (),
+    drop_order: Sequence[int] = (),
+    wrap: Sequence[int] = (),
 ) -> tuple[list[str], list[list[str]], list[str]]:
     """The columns and cells of a table that fit ``width`` terminal cells, and the headers of
     the columns left out.
 
-    Free text (a cell with a space) is shortened first, with ``…``; an identifier (a cell
-    without one: an id, a URL, a timestamp) and a header are never cut. When that is not
-    enough, whole columns are left out: those of ``drop_first`` in order, then the rightmost,
-    never the first."""
-    from rich.cells import cell_len, set_cell_size
-
-    def is_text(text: str) -> bool:
-        return " " in text.strip()
+    Whole columns are left out, those of ``drop_order`` first (indexes), until the rest fits;
+    then the prose of the ``wrap`` columns is wrapped at spaces (a cell of several lines), down
+    to its longest word or ``_MIN_WRAP`` cells; then more columns go, from the right, the first
+    one never. No value is ever shortened. The last column left stays, however wide."""
+    from rich.cells import cell_len
 
     count = len(headers)
     natural = [
         max([cell_len(headers[i]), *(cell_len(row[i]) for row in cells)]) for i in range(count)
     ]
-    least = [
-        max(
-            [
-                cell_len(headers[i]),
-                min(natural[i], _MIN_TEXT),
-                *(cell_len(row[i]) for row in cells if not is_text(row[i])),
-            ]
-        )
-        for i in range(count)
-    ]
-    widths = list(natural)
-    kept = list(range(count))
+    least = list(natural)
+    for i in wrap:
+        words = [cell_len(word) for row in cells for word in row[i].split()]
+        least[i] = max([cell_len(headers[i]), min(natural[i], _MIN_WRAP), *words])
 
-    def total() -> int:
+    def needed(kept: list[int], widths: list[int]) -> int:
         return sum(widths[i] for i in kept) + 3 * len(kept) - 1
 
-    order = [i for i in drop_first if 0 < i < count]
-    order += [i for i in reversed(range(1, count)) if i not in order]
-    while total() > width:
-        spare = [i for i in kept if widths[i] > least[i]]
-        if spare:  # shorten the widest free text by what is over, down to its least
-            widest = max(spare, key=lambda i: widths[i] - least[i])
-            widths[widest] = max(least[widest], widths[widest] - (total() - width))
-            continue
-        if len(kept) == 1:
+    kept = list(range(count))
+    declared = [i for i in drop_order if 0 <= i < count]
+    order = declared + [i for i in reversed(range(1, count)) if i not in declared]
+    for i in declared:  # the columns given up first go before any prose is wrapped
+        if len(kept) == 1 or needed(kept, natural) <= width:
             break
+        kept.remove(i)
+    while len(kept) > 1 and needed(kept, least) > width:  # then the rest, from the right
         kept.remove(next(i for i in order if i in kept))
-        widths = [natural[i] if i in kept else widths[i] for i in range(count)]
+    widths = list(natural)
+    while needed(kept, widths) > width:  # wrap the widest prose by what is over
+        spare = [i for i in kept if widths[i] > least[i]]
+        if not spare:
+            break
+        widest = max(spare, key=lambda i: widths[i] - least[i])
+        widths[widest] = max(least[widest], widths[widest] - (needed(kept, widths) - width))
 
-    def cut(text: str, room: int) -> str:
-        if cell_len(text) <= room:
+    def fitted(text: str, i: int) -> str:
+        if cell_len(text) <= widths[i]:
             return text
-        return set_cell_size(text, room - 1).rstrip() + "…"
+        import textwrap
+
+        lines = textwrap.wrap(text, widths[i], break_long_words=False, break_on_hyphens=False)
+        return "\n".join(lines)
 
     hidden = [headers[i] for i in range(count) if i not in kept]
     return (
         [headers[i] for i in kept],
-        [[cut(row[i], widths[i]) for i in kept] for row in cells],
+        [[fitted(row[i], i) for i in kept] for row in cells],
         hidden,
     )
 

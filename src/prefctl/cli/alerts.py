@@ -15,6 +15,7 @@ import typer
 
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import DataDirOption
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -26,6 +27,19 @@ def register(root: typer.Typer) -> None:
     group.command("list")(list_alerts)
     group.command("show")(show_alert)
     root.add_typer(group)
+
+
+# Narrow terminals keep the subscription (what --subscription takes), kind and recipients.
+LIST_COLUMNS = columns(
+    ("id", "ID"),
+    ("created_at", "WRITTEN"),
+    ("subscription", "SUBSCRIPTION"),
+    ("kind", "KIND"),
+    ("dead_letters", "DEAD LETTERS"),
+    ("sink", "SENT BY"),
+    ("recipients", "TO"),
+    drop_first=["created_at", "sink", "dead_letters"],
+)
 
 
 def list_alerts(
@@ -64,15 +78,7 @@ def list_alerts(
     rows = [_row(record) for record in records]
     state.out.table(
         rows,
-        [
-            ("id", "ID"),
-            ("created_at", "WRITTEN"),
-            ("subscription", "SUBSCRIPTION"),
-            ("kind", "KIND"),
-            ("dead_letters", "DEAD LETTERS"),
-            ("sink", "SENT BY"),
-            ("recipients", "TO"),
-        ],
+        LIST_COLUMNS,
         json_rows=records,
         empty="no alerts",
     )

@@ -258,7 +258,9 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
     """The app for ``argv``: the command it runs registered, nothing else. With no command (the
     root's help, an unknown word), each command is a stand-in with its summary, unless ``full``
-    (the reference generator) or a shell asks for completions (which walk the real commands)."""
+    (the reference generator). A shell asking for completions gets the same: the command of the
+    words typed so far, or stand-ins while the command's own word is being typed, so that a TAB
+    costs one command group, never all of them (the emulator's brings FastAPI)."""
     root = typer.Typer(
         name="prefctl",
         cls=_Group,
@@ -268,10 +270,11 @@ def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
         rich_markup_mode="rich",
     )
     root.callback()(root_callback)
-    word = command_word(argv)
+    completing = _complete.COMPLETE_VAR in os.environ
+    word = command_word(_complete.typed_words() if completing else argv)
     if word in COMMANDS:
         importlib.import_module(COMMANDS[word]).register(root)
-    elif full or "_PREFCTL_COMPLETE" in os.environ:
+    elif full:
         for name in COMMANDS:
             importlib.import_module(COMMANDS[name]).register(root)
     else:
@@ -378,7 +381,8 @@ def run(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     set_state(State())
-    if not argv or "--help" in argv or "-h" in argv:
+    completing = _complete.COMPLETE_VAR in os.environ  # a TAB: no help is written
+    if not completing and (not argv or "--help" in argv or "-h" in argv):
         from typer import rich_utils
 
         # Typer's documented switch: None is help without any styling, bold included.

@@ -16,7 +16,9 @@ import typer
 
 from prefctl import config as cfg_mod
 from prefctl.cli._api import YesOption
+from prefctl.cli._complete import profile_names
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.errors import ConfigError, PrefctlError, UsageError
 
@@ -51,7 +53,10 @@ def _flag(key: str) -> str:
 
 
 _ProfileArg = Annotated[
-    str, typer.Argument(metavar="NAME", help="Profile name.", show_default=False)
+    str,
+    typer.Argument(
+        metavar="NAME", help="Profile name.", show_default=False, autocompletion=profile_names
+    ),
 ]
 _KeyArg = Annotated[
     str,
@@ -177,6 +182,15 @@ def _tell_secret(profile: cfg_mod.Profile, key: str) -> None:
         out.info(f"the {key} cannot be read yet: {exc.message} — {exc.hint}")
 
 
+LIST_COLUMNS = columns(
+    ("name", "NAME"),
+    ("default", "DEFAULT"),
+    ("api_url", "API URL"),
+    ("service_client_id", "SERVICE CLIENT ID"),
+    drop_first=["api_url"],
+)
+
+
 def list_profiles() -> None:
     """List the profiles of the file, marking the default."""
     state = get_state()
@@ -192,15 +206,13 @@ def list_profiles() -> None:
     ]
     state.out.table(
         [{**row, "default": "*" if row["default"] else ""} for row in rows],
-        [
-            ("name", "Name"),
-            ("default", "Default"),
-            ("api_url", "API URL"),
-            ("service_client_id", "Service client id"),
-        ],
+        LIST_COLUMNS,
         json_rows=rows,
         empty=f"no profiles in {cfg.path}; create one with 'prefctl config init NAME'",
     )
+
+
+SHOW_COLUMNS = columns(("key", "KEY"), ("value", "VALUE"), ("source", "FROM"))
 
 
 def show(
@@ -210,6 +222,7 @@ def show(
             metavar="NAME",
             help="Profile to show (default: --profile, $PREFCTL_PROFILE, then the file's default).",
             show_default=False,
+            autocompletion=profile_names,
         ),
     ] = None,
 ) -> None:
@@ -252,7 +265,7 @@ def show(
     default = " (default)" if profile.name == cfg.default else ""
     state.out.table(
         rows,
-        [("key", "Key"), ("value", "Value"), ("source", "From")],
+        SHOW_COLUMNS,
         title=f"profile '{profile.name}'{default} in {cfg.path}",
     )
     for key, status in secrets.items():

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prefctl.cli._api import YesOption
+from prefctl.cli._complete import dead_letter_ids
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import (
     EventOption,
@@ -30,6 +31,7 @@ from prefctl.cli._delivery_options import (
     subscription_id,
 )
 from prefctl.cli._output import writing_stdout
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.cli.deliveries import last_answer, timeline_rows
 from prefctl.dispatcher.policy import DeadLetterReason
@@ -45,7 +47,8 @@ AllOption = Annotated[
     bool, typer.Option("--all", help="Select every dead letter (when no filter is given).")
 ]
 
-_COLUMNS = [
+# Narrow terminals keep the type, subscription and reason; the 36-character EventId goes first.
+LIST_COLUMNS = columns(
     ("event_id", "EVENT ID"),
     ("event_type", "TYPE"),
     ("subscription_id", "SUB"),
@@ -53,7 +56,8 @@ _COLUMNS = [
     ("attempts", "ATTEMPTS"),
     ("last", "LAST"),
     ("last_attempt_at", "LAST ATTEMPT"),
-]
+    drop_first=["event_id", "last_attempt_at", "last", "attempts"],
+)
 
 
 class ExportFormatChoice(StrEnum):
@@ -111,7 +115,7 @@ def list_dead_letters(
     state = get_state()
     state.out.table(
         [{**row, "last": last_answer(row["last_status"], row["last_error"])} for row in rows],
-        _COLUMNS,
+        LIST_COLUMNS,
         json_rows=rows,
         empty="no dead letters",
     )
@@ -126,7 +130,9 @@ def show_dead_letter(
     name: Annotated[
         str,
         typer.Argument(
-            metavar="ID", help="EventId of the dead letter, or its delivery id (digits)."
+            metavar="ID",
+            help="EventId of the dead letter, or its delivery id (digits).",
+            autocompletion=dead_letter_ids,
         ),
     ],
     store: StoreOption = None,

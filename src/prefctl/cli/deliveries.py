@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._api import WithCursorOption
+from prefctl.cli._complete import delivery_ids
 from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import (
     EventOption,
@@ -19,6 +20,7 @@ from prefctl.cli._delivery_options import (
     SubscriptionRefOption,
     subscription_id,
 )
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -41,6 +43,20 @@ def register(root: typer.Typer) -> None:
     group.command("list")(list_deliveries)
     group.command("show")(show_delivery)
     root.add_typer(group)
+
+
+# Narrow terminals keep the id, type, subscription and state; the EventId goes first.
+LIST_COLUMNS = columns(
+    ("delivery_id", "ID"),
+    ("event_id", "EVENT ID"),
+    ("event_type", "TYPE"),
+    ("subscription_id", "SUB"),
+    ("state", "STATE"),
+    ("attempts", "ATTEMPTS"),
+    ("last", "LAST"),
+    ("when", "NEXT DUE / FINISHED"),
+    drop_first=["event_id", "when", "last", "attempts"],
+)
 
 
 def list_deliveries(
@@ -83,28 +99,20 @@ def list_deliveries(
     records = records[:limit]
     state.out.page(
         [_row(record) for record in records],
-        [
-            ("delivery_id", "ID"),
-            ("event_id", "EVENT ID"),
-            ("event_type", "TYPE"),
-            ("subscription_id", "SUB"),
-            ("state", "STATE"),
-            ("attempts", "ATTEMPTS"),
-            ("last", "LAST"),
-            ("when", "NEXT DUE / FINISHED"),
-        ],
+        LIST_COLUMNS,
         json_rows=[record.to_dict() for record in records],
         next_cursor=str(records[-1].delivery_id) if more else None,
         with_cursor=with_cursor,
         more=f"showing the first {limit} deliveries; more match: --limit N shows more,"
         " --cursor {cursor} the next ones",
         empty="no deliveries",
-        drop_first=["event_type", "attempts", "subscription_id"],
     )
 
 
 def show_delivery(
-    delivery_id: Annotated[int, typer.Argument(metavar="ID", help="The delivery id.")],
+    delivery_id: Annotated[
+        int, typer.Argument(metavar="ID", help="The delivery id.", autocompletion=delivery_ids)
+    ],
     store: StoreOption = None,
 ) -> None:
     """Show a delivery and its attempt timeline: attempt, time, outcome, answer, latency, next due."""

@@ -10,6 +10,7 @@ import typer
 from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
 from prefctl.cli._delivery_options import DataDirOption
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.dispatcher import mail
 from prefctl.errors import PrefctlError, UsageError
@@ -267,6 +268,17 @@ def clients_add(
         state.out.info("the client secret is shown only now; keep it safe")
 
 
+# The client id is what the other client commands take: it stays.
+CLIENTS_COLUMNS = columns(
+    ("client_id", "CLIENT ID"),
+    ("name", "NAME"),
+    ("auth_method", "AUTH"),
+    ("token_lifetime_minutes", "LIFETIME (MIN)"),
+    ("created_at", "CREATED"),
+    drop_first=["created_at", "token_lifetime_minutes"],
+)
+
+
 def clients_list(data_dir: DataDirOption = None) -> None:
     """List the OAuth clients (never their secrets)."""
     from prefctl.clock import SystemClock
@@ -278,13 +290,7 @@ def clients_list(data_dir: DataDirOption = None) -> None:
     rows = [_client_record(client) for client in clients]
     get_state().out.table(
         rows,
-        [
-            ("client_id", "CLIENT ID"),
-            ("name", "NAME"),
-            ("auth_method", "AUTH"),
-            ("token_lifetime_minutes", "LIFETIME (MIN)"),
-            ("created_at", "CREATED"),
-        ],
+        CLIENTS_COLUMNS,
         empty="no clients",
     )
 
@@ -313,6 +319,15 @@ def users_add(
     get_state().out.record(_user_record(user))
 
 
+USERS_COLUMNS = columns(
+    ("user_id", "USER"),
+    ("is_active", "ACTIVE"),
+    ("permissions", "PERMISSIONS"),
+    ("created_at", "CREATED"),
+    drop_first=["created_at"],
+)
+
+
 def users_list(data_dir: DataDirOption = None) -> None:
     """List the API users and their permissions."""
     from prefctl.clock import SystemClock
@@ -323,12 +338,7 @@ def users_list(data_dir: DataDirOption = None) -> None:
         users = admin.list_users(conn, SystemClock())
     get_state().out.table(
         [_user_record(user) for user in users],
-        [
-            ("user_id", "USER"),
-            ("is_active", "ACTIVE"),
-            ("permissions", "PERMISSIONS"),
-            ("created_at", "CREATED"),
-        ],
+        USERS_COLUMNS,
         empty="no users",
     )
 

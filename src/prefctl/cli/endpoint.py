@@ -202,11 +202,11 @@ def _render(report: Report) -> None:
         for case in report.cases
     ]
     columns = [
-        ("case", "Case"),
-        ("result", "Result"),
-        ("status", "Status"),
-        ("time", "Time"),
-        ("reason", "Reason"),
+        ("case", "CASE"),
+        ("result", "RESULT"),
+        ("status", "STATUS"),
+        ("time", "TIME"),
+        ("reason", "REASON"),
     ]
     out.table(rows, columns, title=f"endpoint check {report.url}")
 

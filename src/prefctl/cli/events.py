@@ -27,6 +27,7 @@ from prefctl.cli._signing import (
     SignatureUserIdOption,
     signing_credentials,
 )
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.cli.events_rest import list_events, trigger_event
 from prefctl.errors import PrefctlError, UsageError
@@ -61,6 +62,18 @@ def register(root: typer.Typer) -> None:
     root.add_typer(group)
 
 
+# Narrow terminals keep the type and the whole description, wrapped (the type names its entity).
+TYPES_COLUMNS = columns(
+    ("type", "TYPE"),
+    ("entity", "ENTITY"),
+    ("filter_key", "FILTER KEY"),
+    ("previous_data", "PREVIOUS DATA"),
+    ("description", "DESCRIPTION"),
+    drop_first=["previous_data", "filter_key", "entity"],
+    wrap=["description"],
+)
+
+
 def event_types(
     entity: Annotated[
         str | None,
@@ -82,15 +95,8 @@ def event_types(
     table_rows = [{**row, "filter_key": row["filter_key"] or "(global)"} for row in rows]
     state.out.table(
         table_rows,
-        [
-            ("type", "Type"),
-            ("entity", "Entity"),
-            ("filter_key", "Filter key"),
-            ("previous_data", "PreviousData"),
-            ("description", "Description"),
-        ],
+        TYPES_COLUMNS,
         json_rows=rows,
-        drop_first=["previous_data", "filter_key"],
     )
 
 

@@ -21,8 +21,28 @@ from prefctl.cli._api import (
 )
 from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 
 __all__ = ["list_events", "trigger_event"]
+
+
+# Narrow terminals keep the time, type and ProfileId; the EventId goes first.
+LIST_COLUMNS = columns(
+    ("OriginalEventTime", "ORIGINAL TIME"),
+    ("EventType", "TYPE"),
+    ("ProfileId", "PROFILE"),
+    ("EventId", "EVENT ID"),
+    drop_first=["EventId"],
+)
+# With --subscription: the time it was queued for that subscription, too.
+SUBSCRIPTION_LIST_COLUMNS = columns(
+    ("OriginalEventTime", "ORIGINAL TIME"),
+    ("EventTime", "EVENT TIME"),
+    ("EventType", "TYPE"),
+    ("ProfileId", "PROFILE"),
+    ("EventId", "EVENT ID"),
+    drop_first=["EventId", "EventTime"],
+)
 
 
 def list_events(
@@ -102,16 +122,9 @@ def list_events(
             start_at=None if since is None else parse_moment(since, now=now, flag="--since"),
             end_at=None if until is None else parse_moment(until, now=now, flag="--until"),
         )
-        columns = [
-            ("OriginalEventTime", "ORIGINAL TIME"),
-            ("EventType", "TYPE"),
-            ("ProfileId", "PROFILE"),
-            ("EventId", "EVENT ID"),
-        ]
-        if subscription_id is not None:
-            columns[1:1] = [("EventTime", "EVENT TIME")]
+        table = LIST_COLUMNS if subscription_id is None else SUBSCRIPTION_LIST_COLUMNS
         api = EventsApi(client)
-        keys = [key for key, _ in columns]
+        keys = [key for key, _ in table.columns]
 
         def row(event: dict[str, Any]) -> dict[str, Any]:
             # A field the service sent in another shape is an empty cell (api/shapes).
@@ -119,13 +132,13 @@ def list_events(
 
         if all_pages:
             events = api.list_all(query, page_size=limit or 500)
-            state.out.listing(events, columns, noun="events", summary=row, empty="no events")
+            state.out.listing(events, table, noun="events", summary=row, empty="no events")
             return
         page = api.list(query, limit=limit, cursor=cursor)
         items, next_cursor = page.items, page.next_cursor
     state.out.page(
         [row(e) for e in items],
-        columns,
+        table,
         json_rows=items,
         next_cursor=next_cursor,
         with_cursor=with_cursor,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
 
@@ -131,6 +132,36 @@ def explain_policy(
     _render(explanation)
 
 
+# The jitter's bounds go first; the result and why wrap: they are the point of the table.
+TIMELINE_COLUMNS = columns(
+    ("attempt", "ATTEMPT"),
+    ("delay", "DELAY"),
+    ("at", "AT"),
+    ("earliest", "EARLIEST"),
+    ("latest", "LATEST"),
+    ("result", "RESULT"),
+    drop_first=["earliest", "latest"],
+    wrap=["result"],
+)
+OUTCOME_COLUMNS = columns(
+    ("outcome", "ANSWER"),
+    ("effect", "EFFECT"),
+    ("retry", "NEXT ATTEMPT"),
+    ("probation", "PROBATION COUNT"),
+    ("explanation", "WHY"),
+    drop_first=["probation", "retry"],
+    wrap=["explanation"],
+)
+ALERT_COLUMNS = columns(
+    ("alert", "ALERT"),
+    ("kind", "KIND"),
+    ("at", "AT"),
+    ("since", "SINCE PREVIOUS"),
+    ("reports", "DEAD LETTERS REPORTED"),
+    wrap=["reports"],
+)
+
+
 def _render(explanation: Explanation) -> None:
     from prefctl.sim.explain import format_duration
 
@@ -161,14 +192,7 @@ def _render(explanation: Explanation) -> None:
     jitter = "nominal jitter" if explanation.seed is None else f"jitter of seed {explanation.seed}"
     out.table(
         rows,
-        [
-            ("attempt", "Attempt"),
-            ("delay", "Delay"),
-            ("at", "At"),
-            ("earliest", "Earliest"),
-            ("latest", "Latest"),
-            ("result", "Result"),
-        ],
+        TIMELINE_COLUMNS,
         title=(
             f"MaxDeliveryAttempts {limits.max_attempts}, TTL {limits.ttl_minutes} min, {jitter};"
             " times after EventTime"
@@ -189,13 +213,7 @@ def _render(explanation: Explanation) -> None:
             }
             for row in explanation.outcomes
         ],
-        [
-            ("outcome", "Answer"),
-            ("effect", "Effect"),
-            ("retry", "Next attempt"),
-            ("probation", "Probation count"),
-            ("explanation", "Why"),
-        ],
+        OUTCOME_COLUMNS,
         title="What each answer to a first attempt causes",
     )
     out.line("")
@@ -232,13 +250,7 @@ def _render_alerts(explanation: Explanation) -> None:
         previous = alert.at_seconds
     out.table(
         rows,
-        [
-            ("alert", "Alert"),
-            ("kind", "Kind"),
-            ("at", "At"),
-            ("since", "Since previous"),
-            ("reports", "Dead letters reported"),
-        ],
+        ALERT_COLUMNS,
         title="Failure alerts if one event a minute fails so; times after EventTime",
     )
     # Notes, not rows: on stderr, so that a pipe gets the tables' tab-separated lines alone.

@@ -27,7 +27,9 @@ from prefctl.cli._api import (
     api_client,
     read_object,
 )
+from prefctl.cli._complete import profile_ids
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.cli.profiles_import import import_profiles
 from prefctl.errors import UsageError
@@ -37,7 +39,10 @@ if TYPE_CHECKING:
     from prefctl.cli._context import State
 
 ProfileIdArgument = Annotated[
-    int, typer.Argument(metavar="ID", help="The profile's ProfileId.", min=1)
+    int,
+    typer.Argument(
+        metavar="ID", help="The profile's ProfileId.", min=1, autocompletion=profile_ids
+    ),
 ]
 FileOption = Annotated[
     str,
@@ -46,14 +51,16 @@ FileOption = Annotated[
     ),
 ]
 
-_SEARCH_COLUMNS = [
+# Narrow terminals keep the ProfileId, name and email.
+SEARCH_COLUMNS = columns(
     ("ProfileId", "PROFILE"),
     ("active", "ACTIVE"),
     ("name", "NAME"),
     ("email", "EMAIL"),
     ("phone", "PHONE"),
     ("modified", "MODIFIED"),
-]
+    drop_first=["modified", "phone", "active"],
+)
 
 
 def register(root: typer.Typer) -> None:
@@ -141,7 +148,7 @@ def search(
         if all_pages:
             state.out.listing(
                 api.search_all(query, page_size=limit or 500),
-                _SEARCH_COLUMNS,
+                SEARCH_COLUMNS,
                 noun="profiles",
                 summary=_summary,
                 empty="no profiles",
@@ -151,7 +158,7 @@ def search(
         profiles, next_cursor = page.items, page.next_cursor
     state.out.page(
         [_summary(p) for p in profiles],
-        _SEARCH_COLUMNS,
+        SEARCH_COLUMNS,
         json_rows=profiles,
         next_cursor=next_cursor,
         with_cursor=with_cursor,

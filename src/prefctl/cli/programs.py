@@ -9,6 +9,7 @@ import typer
 from prefctl.api.shapes import objects_at, scalar, text, texts_at
 from prefctl.cli._api import api_client
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
 
@@ -16,6 +17,16 @@ def register(root: typer.Typer) -> None:
     group = new_group("programs", "Programs of the account: what preferences can be set for.")
     group.command("list")(list_programs)
     root.add_typer(group)
+
+
+LIST_COLUMNS = columns(
+    ("ProgramId", "ID"),
+    ("Name", "NAME"),
+    ("ProgramType", "TYPE"),
+    ("filters", "FILTERS"),
+    ("Channels", "CHANNELS"),
+    drop_first=["filters"],
+)
 
 
 def list_programs(
@@ -40,13 +51,7 @@ def list_programs(
         programs = ProgramsApi(client).list(program_type)
     state.out.table(
         [_row(program) for program in programs],
-        [
-            ("ProgramId", "ID"),
-            ("Name", "NAME"),
-            ("ProgramType", "TYPE"),
-            ("filters", "FILTERS"),
-            ("Channels", "CHANNELS"),
-        ],
+        LIST_COLUMNS,
         json_rows=programs,
         empty="no programs",
     )

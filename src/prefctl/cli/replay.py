@@ -24,6 +24,7 @@ from prefctl.cli._delivery_options import (
     moment,
     subscription_id,
 )
+from prefctl.cli._tables import columns
 from prefctl.dispatcher.rule_time import MAX_TIME_SCALE, MIN_TIME_SCALE
 from prefctl.errors import PrefctlError, UsageError
 
@@ -227,6 +228,19 @@ def _progress_bar(stack: contextlib.ExitStack) -> Callable[[ReplayProgress], Non
     return on_progress
 
 
+# As 'deadletters list': the EventId goes first, the reason stays.
+FAILED_COLUMNS = columns(
+    ("event_id", "EVENT ID"),
+    ("event_type", "TYPE"),
+    ("subscription_id", "SUB"),
+    ("state", "STATE"),
+    ("reason", "REASON"),
+    ("attempts", "ATTEMPTS"),
+    ("last", "LAST"),
+    drop_first=["event_id", "last", "attempts"],
+)
+
+
 def _render(summary: ReplaySummary) -> None:
     out = get_state().out
     if out.json_mode:
@@ -258,15 +272,7 @@ def _render(summary: ReplaySummary) -> None:
         out.line("")
         out.table(
             [{**row, "last": last_answer(row["last_status"], row["last_error"])} for row in failed],
-            [
-                ("event_id", "EVENT ID"),
-                ("event_type", "TYPE"),
-                ("subscription_id", "SUB"),
-                ("state", "STATE"),
-                ("reason", "REASON"),
-                ("attempts", "ATTEMPTS"),
-                ("last", "LAST"),
-            ],
+            FAILED_COLUMNS,
             title="not delivered",
         )
 

@@ -13,6 +13,7 @@ import typer
 from prefctl.api.shapes import scalar
 from prefctl.cli._api import api_client
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -24,6 +25,15 @@ def register(root: typer.Typer) -> None:
     group.command("get")(get_settings)
     group.command("set")(set_settings)
     root.add_typer(group)
+
+
+GET_COLUMNS = columns(
+    ("setting", "SETTING"),
+    ("value", "VALUE"),
+    ("range", "RANGE"),
+    ("default", "DEFAULT"),
+    drop_first=["range"],
+)
 
 
 def get_settings() -> None:
@@ -80,10 +90,5 @@ def _show(state: State, settings: dict[str, Any]) -> None:
         )
     state.out.table(
         rows,
-        [
-            ("setting", "SETTING"),
-            ("value", "VALUE"),
-            ("range", "RANGE"),
-            ("default", "DEFAULT"),
-        ],
+        GET_COLUMNS,
     )

@@ -157,7 +157,7 @@ def _tables(report: dict[str, Any]) -> None:
     out.line("")
     out.table(
         report["attempts"]["histogram"],
-        [("attempts", "Attempts"), ("delivered", "Delivered"), ("dead_lettered", "Dead-lettered")],
+        [("attempts", "ATTEMPTS"), ("delivered", "DELIVERED"), ("dead_lettered", "DEAD-LETTERED")],
         title="Attempts per delivery",
     )
     reasons = report["dead_letters"]["by_reason"]
@@ -165,7 +165,7 @@ def _tables(report: dict[str, Any]) -> None:
         out.line("")
         out.table(
             [{"reason": k, "count": v} for k, v in reasons.items()],
-            [("reason", "Reason"), ("count", "Dead letters")],
+            [("reason", "REASON"), ("count", "DEAD LETTERS")],
             title="Dead letters by reason",
         )
     if report["alerts"]:
@@ -173,10 +173,10 @@ def _tables(report: dict[str, Any]) -> None:
         out.table(
             [{**a, "minute": _minutes(a["minute"])} for a in report["alerts"]],
             [
-                ("minute", "At"),
-                ("subscription", "Subscription"),
-                ("kind", "Kind"),
-                ("subject", "Subject"),
+                ("minute", "AT"),
+                ("subscription", "SUBSCRIPTION"),
+                ("kind", "KIND"),
+                ("subject", "SUBJECT"),
             ],
             title="Alerts",
         )
@@ -193,10 +193,10 @@ def _tables(report: dict[str, Any]) -> None:
                 for p in report["probation"]
             ],
             [
-                ("subscription", "Subscription"),
-                ("from", "From"),
-                ("to", "To"),
-                ("length", "Length"),
+                ("subscription", "SUBSCRIPTION"),
+                ("from", "FROM"),
+                ("to", "TO"),
+                ("length", "LENGTH"),
             ],
             title="Probation periods",
         )
@@ -215,11 +215,11 @@ def _tables(report: dict[str, Any]) -> None:
                 for s in report["subscriptions"]
             ],
             [
-                ("name", "Subscription"),
-                ("total", "Deliveries"),
-                ("delivered", "Delivered"),
-                ("retried", "Retried"),
-                ("dead", "Dead-lettered"),
+                ("name", "SUBSCRIPTION"),
+                ("total", "DELIVERIES"),
+                ("delivered", "DELIVERED"),
+                ("retried", "RETRIED"),
+                ("dead", "DEAD-LETTERED"),
                 ("p99", "Latency p99"),
             ],
             title="Per subscription",

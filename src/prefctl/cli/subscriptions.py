@@ -16,8 +16,9 @@ import typer
 
 from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
-from prefctl.cli._complete import event_types
+from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
+from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 from prefctl.errors import UsageError
 
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from prefctl.cli._context import State
 
 SubscriptionArgument = Annotated[
-    str, typer.Argument(metavar="SUB", help="The subscription's Id or Name.")
+    str,
+    typer.Argument(
+        metavar="SUB", help="The subscription's Id or Name.", autocompletion=subscription_refs
+    ),
 ]
 NameOption = Annotated[
     str | None, typer.Option("--name", help="A name, unique in the account.", show_default=False)
@@ -121,6 +125,18 @@ def create(
 _REQUIRED = (("--name", "Name"), ("--url", "Url"), ("--event", "Subscriptions"))
 
 
+# Narrow terminals keep the Id, Name and states; the URL goes first.
+LIST_COLUMNS = columns(
+    ("Id", "ID"),
+    ("Name", "NAME"),
+    ("State", "STATE"),
+    ("ProvisioningState", "PROVISIONING"),
+    ("Url", "URL"),
+    ("events", "EVENTS"),
+    drop_first=["Url", "events", "ProvisioningState"],
+)
+
+
 def list_subscriptions() -> None:
     """List the subscriptions with their state and event types."""
     from prefctl.api.subscriptions import SubscriptionsApi
@@ -130,14 +146,7 @@ def list_subscriptions() -> None:
         records = SubscriptionsApi(client).list()
     state.out.table(
         [_row(record) for record in records],
-        [
-            ("Id", "ID"),
-            ("Name", "NAME"),
-            ("State", "STATE"),
-            ("ProvisioningState", "PROVISIONING"),
-            ("Url", "URL"),
-            ("events", "EVENTS"),
-        ],
+        LIST_COLUMNS,
         json_rows=records,
         empty="no subscriptions",
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from prefctl.clock import format_duration
 from prefctl.dispatcher.policy import (
     Action,
     EndpointHealth,
@@ -348,22 +349,7 @@ def outcome_table() -> list[OutcomeRow]:
     return rows
 
 
-def format_duration(seconds: float) -> str:
-    """``4h 12m 30s`` style, to the second (tables; JSON keeps the seconds)."""
-    if seconds < 10:
-        return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
-    return " ".join(parts) or "0s"
-
-
 def format_minutes(minutes: float) -> str:
-    """``2h05m`` style, to the minute (virtual times of a simulation)."""
+    """``2h 5m`` style, to the minute (virtual times of a simulation): ``format_duration``'s."""
     whole = round(minutes)
-    hours, rest = divmod(whole, 60)
-    if hours and rest:
-        return f"{hours}h{rest:02d}m"
-    return f"{hours}h" if hours else f"{rest}m"
+    return format_duration(whole * 60) if whole else "0m"
