@@ -175,7 +175,10 @@ def test_receive_busy_port_is_a_clean_error() -> None:
         port = sock.getsockname()[1]
         result = run_cli("receive", "--port", str(port), *FLAGS)
     assert result.exit_code == 2
-    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert result.stderr == (
+        f"error: port {port} on 127.0.0.1 is already in use (another program is listening"
+        " there) — choose another with --port\n"
+    )
 
 
 def test_receive_certificate_for_another_host_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -464,8 +464,13 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
         ctx = getattr(exc, "ctx", None)
         where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
-        hint = _synonym_hint(exc.format_message(), ctx.command_path if ctx is not None else "")
-        out.error(in_user_words(exc.format_message()), hint or f"see {where}")
+        message = exc.format_message()
+        hint = _synonym_hint(message, ctx.command_path if ctx is not None else "")
+        if hint is not None:  # the parser's own "Did you mean" would say it a second time
+            import re
+
+            message = re.sub(r"\.?\s*Did you mean [^?]*\?$", "", message)
+        out.error(in_user_words(message), hint or f"see {where}")
         return int(exc.exit_code)
     import sqlite3
 
@@ -489,7 +494,9 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
         return EXIT_FAILED
     if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say
-        out.error(f"cannot write the output: {exc}")
+        from prefctl.private_files import os_reason
+
+        out.error(f"cannot write the output: {os_reason(exc)}")
         return EXIT_FAILED
     from prefctl import logs
 
