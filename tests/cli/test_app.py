@@ -255,6 +255,21 @@ def test_a_word_from_other_tools_points_at_prefctls_command() -> None:
     assert "did you mean 'prefctl profiles search'?" in line
 
 
+def test_root_help_ends_with_two_examples_and_points_to_the_demo() -> None:
+    text = run_cli("--help").stdout
+    tail = text[text.index("Examples:") :]
+    assert "prefctl emulator start --detach" in tail
+    assert "prefctl -o json profiles get 1001" in tail
+    assert "'prefctl demo'" in tail
+    assert text.rstrip().endswith("to set up.")
+
+
+def test_subscriptions_help_shows_an_example_of_create() -> None:
+    text = run_cli("subscriptions", "--help").stdout
+    assert "Examples:" in text
+    assert "prefctl subscriptions create --name crm -e profile.created" in text
+
+
 def test_subscriptions_ls_says_did_you_mean_once() -> None:
     line = assert_one_line_error(run_cli("subscriptions", "ls"))
     assert line == "error: No such command 'ls' — did you mean 'prefctl subscriptions list'?"

@@ -189,11 +189,29 @@ class _Group(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-def new_group(name: str, help: str) -> typer.Typer:
-    """A command group with prefctl's conventions (``-h``, help when called bare)."""
+def examples(*pairs: tuple[str, str], then: str = "") -> str:
+    """The ``--help`` epilog "Examples:": each command line, with what it does under it (an
+    indented line: commands stay whole at 80 columns); ``then``, a last paragraph."""
+    lines = ["", "Examples:"]  # a first line of its own: typer dedents the lines after it
+    for command, what in pairs:
+        lines += [f"  {command}", f"      {what}"]
+    return "\n".join(lines) + (f"\n\n{then}" if then else "")
+
+
+ROOT_EPILOG = examples(
+    ("prefctl emulator start --detach", "run the service locally; it writes profile 'local'"),
+    ("prefctl -o json profiles get 1001", "read a customer profile, as JSON"),
+    then="New here? 'prefctl demo' runs the whole webhook loop in seconds, with nothing to set up.",
+)
+
+
+def new_group(name: str, help: str, *, epilog: str | None = None) -> typer.Typer:
+    """A command group with prefctl's conventions (``-h``, help when called bare); ``epilog``
+    ends its ``--help`` (``examples``)."""
     return typer.Typer(
         name=name,
         help=help,
+        epilog=epilog,
         cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,
@@ -261,6 +279,7 @@ def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
     (the reference generator) or a shell asks for completions (which walk the real commands)."""
     root = typer.Typer(
         name="prefctl",
+        epilog=ROOT_EPILOG,
         cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,

@@ -30,7 +30,7 @@ from prefctl.cli._delivery_options import (
     subscription_id,
 )
 from prefctl.cli._output import writing_stdout
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.cli.deliveries import last_answer, timeline_rows
 from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.errors import UsageError
@@ -66,6 +66,13 @@ def register(root: typer.Typer) -> None:
         "deadletters",
         "The dead-letter queue: list, show, redrive, export and purge, filtered by reason, "
         "status, subscription and time.",
+        epilog=examples(
+            ("prefctl deadletters list --reason PayloadTooLarge", "what was refused as too large"),
+            (
+                "prefctl deadletters redrive --subscription crm --since 1h",
+                "send the last hour's dead letters of 'crm' again",
+            ),
+        ),
     )
     group.command("list")(list_dead_letters)
     group.command("show")(show_dead_letter)

@@ -18,7 +18,7 @@ from prefctl.api.shapes import object_at, objects_at, scalar, text, texts_at
 from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_object, source_name
 from prefctl.cli._complete import event_types
 from prefctl.cli._context import get_state
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -74,7 +74,18 @@ NoWaitOption = Annotated[
 
 
 def register(root: typer.Typer) -> None:
-    group = new_group("subscriptions", "Webhook subscriptions: which event types go to which URL.")
+    group = new_group(
+        "subscriptions",
+        "Webhook subscriptions: which event types go to which URL.",
+        epilog=examples(
+            (
+                "prefctl subscriptions create --name crm -e profile.created \\\n"
+                "    --url https://crm.example/webhooks",
+                "subscribe the URL, then wait until it answered the validation handshake",
+            ),
+            ("prefctl subscriptions list", "every subscription, its state and event types"),
+        ),
+    )
     group.command("create")(create)
     group.command("list")(list_subscriptions)
     group.command("get")(get)
