@@ -320,7 +320,9 @@ def _export_to_file(
         with replacing_private(file.resolve()) as fh:
             return export_dead_letters(conn, selection, fh.write, fmt=fmt)
     except OSError as exc:
-        raise UsageError(f"cannot write {file}: {exc.strerror or exc}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot write {file}: {os_reason(exc)}") from None
 
 
 def purge(

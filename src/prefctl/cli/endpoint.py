@@ -216,4 +216,6 @@ def _write(path: Path, document: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(document)
     except OSError as exc:
-        raise UsageError(f"cannot write the JUnit report to {path}: {exc.strerror}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot write the JUnit report to {path}: {os_reason(exc)}") from None
