@@ -126,6 +126,7 @@ class StepPrinter:
         start: a URL or an id is never split across lines (as the terminal would split it)."""
         if self.out.quiet:
             return
+        import re
         import textwrap
 
         from rich.text import Text
@@ -134,8 +135,10 @@ class StepPrinter:
         if blank:
             self.out.err.print(blank, end="")
         indent = " " * (len(prefix) + 2)  # continuation lines start under the text, indented
+        # A figure stays on the line of its unit ("39.2 s"): glued for the wrap, spaced again after.
+        glued = re.sub(r"(\d) (?=(?:s|ms|min|KiB|KB)\b)", "\\1\u00a0", text)
         lines = textwrap.wrap(
-            text,
+            glued,
             width=max(self.out.err.width - len(prefix), 20),
             subsequent_indent=indent[len(prefix) :],
             break_long_words=False,
@@ -143,7 +146,9 @@ class StepPrinter:
         ) or [""]
         for number, chunk in enumerate(lines):
             line = Text(prefix if number == 0 else " " * len(prefix))
-            line.append(chunk, style=style)  # Text, not markup: "[Sandbox]" prints as written
+            line.append(
+                chunk.replace("\u00a0", " "), style=style
+            )  # Text, not markup: "[Sandbox]" prints as written
             self.out.err.print(line, soft_wrap=True, highlight=False)
 
 

@@ -254,8 +254,7 @@ class DemoSession:
         scale = self.options.time_scale
         records = self._await_final(
             event_ids,
-            f"waiting for the retries: the service waits about 10 s, 20 s, then 40 s between "
-            f"attempts (backoff); {70 / scale:.2g} s here",
+            f"waiting for the retries, about 10 s, 20 s, then 40 s apart ({70 / scale:.2g} s here)",
         )
         failures: list[int | None] = []
         for record in records:
