@@ -146,9 +146,8 @@ class StepPrinter:
         ) or [""]
         for number, chunk in enumerate(lines):
             line = Text(prefix if number == 0 else " " * len(prefix))
-            line.append(
-                chunk.replace("\u00a0", " "), style=style
-            )  # Text, not markup: "[Sandbox]" prints as written
+            # Text, not markup: "[Sandbox]" prints as written.
+            line.append(chunk.replace("\u00a0", " "), style=style)
             self.out.err.print(line, soft_wrap=True, highlight=False)
 
 
