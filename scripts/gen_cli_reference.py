@@ -96,6 +96,8 @@ def render_command(command: Any, ctx: Any) -> str:
     lines += ["```", usage, "```", ""]
     if command.help:
         lines += [description(command), ""]
+    if command.epilog:  # the examples that end its --help, as printed
+        lines += ["```", inspect.cleandoc(command.epilog), "```", ""]
     arguments: list[str] = []
     options: list[str] = []
     for param, left, right in help_records(command, ctx):

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from prefctl.errors import ConfigError, UsageError
-from prefctl.private_files import locked, make_private_dir, write_private
+from prefctl.private_files import locked, make_private_dir, os_reason, write_private
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
@@ -154,8 +154,7 @@ def _read(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        reason = exc.strerror.lower() if exc.strerror else str(exc)
-        raise ConfigError(f"cannot read the {what} {path}: {reason}") from None
+        raise ConfigError(f"cannot read the {what} {path}: {os_reason(exc)}") from None
 
 
 # -- which hosts a server certificate covers ------------------------------------------------------

@@ -8,14 +8,18 @@ file) goes through here (DESIGN §13: config and cache files are 0600).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from prefctl.errors import ConfigError, PrefctlError
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "lock_open_file",
@@ -33,10 +37,36 @@ _LOCK_POLL_SECONDS = 0.02
 
 
 def os_reason(exc: BaseException) -> str:
-    """The OS's words for an ``OSError`` ("permission denied"), else the exception's text."""
+    """Why a file could not be read or used, in words: the OS's for an ``OSError`` ("permission
+    denied"), OpenSSL's made readable for a certificate or key it refused, "it is not UTF-8 text"
+    for bytes that do not decode; else the exception's text. Never ``[Errno N]`` or ``_ssl.c``."""
+    import ssl
+
+    if isinstance(exc, ssl.SSLError):
+        return _tls_reason(exc)
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
+    if isinstance(exc, UnicodeDecodeError):
+        byte = exc.object[exc.start : exc.start + 1].hex()
+        return f"it is not UTF-8 text (byte 0x{byte} at position {exc.start})"
     return str(exc)
+
+
+def _tls_reason(exc: ssl.SSLError) -> str:
+    import ssl
+
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"the server's TLS certificate is not trusted ({exc.verify_message})"
+    text = f"{exc.reason or ''} {exc.strerror or exc}"
+    if "KEY_VALUES_MISMATCH" in text:
+        return "the private key does not belong to the certificate"
+    if "PEM" in text or "NO_START_LINE" in text or "NO_CERTIFICATE" in text:
+        return "it is not a PEM certificate and its unencrypted private key"
+    if "BAD_DECRYPT" in text or "BAD_PASSWORD" in text:
+        return "the private key is encrypted"
+    # "[SSL: WHAT_WENT_WRONG] what went wrong (_ssl.c:3905)" → "what went wrong"
+    words = re.sub(r"^\[[^]]*\]\s*|\s*\(_ssl\.c:\d+\)$", "", str(exc.strerror or exc))
+    return words or "OpenSSL refused it"
 
 
 def make_private_dir(directory: Path, what: str, *, hint: str | None = None) -> None:

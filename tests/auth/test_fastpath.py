@@ -136,7 +136,7 @@ def test_fastpath_json_output_env_goes_to_the_cli(isolated_env: Path) -> None:
 @pytest.mark.parametrize(
     ("stdout", "message"),
     [
-        ("full", "error: cannot write the output: [Errno 28] No space left on device"),
+        ("full", "error: cannot write the output: no space left on device"),
         ("closed", "error: cannot write the output: stdout is closed"),
     ],
 )

@@ -145,7 +145,7 @@ def test_global_options_after_the_command_work_like_before_it() -> None:
 @pytest.mark.parametrize(
     ("stdout", "message"),
     [
-        ("full", "error: cannot write the output: [Errno 28] No space left on device"),
+        ("full", "error: cannot write the output: no space left on device"),
         ("closed", "error: cannot write the output: stdout is closed"),
     ],
 )
@@ -163,7 +163,7 @@ def test_output_that_cannot_be_written_is_one_line_exit_1(
 @pytest.mark.parametrize("args", [["--help"], ["deadletters", "--help"]])
 def test_help_that_cannot_be_written_is_one_line_exit_1(args: list[str]) -> None:
     done = run_process("full", *args)
-    expected = "error: cannot write the output: [Errno 28] No space left on device\n"
+    expected = "error: cannot write the output: no space left on device\n"
     assert (done.returncode, done.stderr) == (1, expected)
 
 
@@ -253,6 +253,33 @@ def test_no_color_removes_every_style_bold_included(monkeypatch: pytest.MonkeyPa
 def test_a_word_from_other_tools_points_at_prefctls_command() -> None:
     line = assert_one_line_error(run_cli("profiles", "list"))
     assert "did you mean 'prefctl profiles search'?" in line
+
+
+def test_root_help_ends_with_two_examples_and_points_to_the_demo() -> None:
+    text = run_cli("--help").stdout
+    tail = text[text.index("Examples:") :]
+    assert "prefctl emulator start --detach" in tail
+    assert "prefctl -o json profiles get 1001" in tail
+    assert "'prefctl demo'" in tail
+    assert text.rstrip().endswith("to set up.")
+
+
+def test_subscriptions_help_shows_an_example_of_create() -> None:
+    text = run_cli("subscriptions", "--help").stdout
+    assert "Examples:" in text
+    assert "prefctl subscriptions create --name crm -e profile.created" in text
+
+
+def test_subscriptions_ls_says_did_you_mean_once() -> None:
+    line = assert_one_line_error(run_cli("subscriptions", "ls"))
+    assert line == "error: No such command 'ls' — did you mean 'prefctl subscriptions list'?"
+    assert line.lower().count("did you mean") == 1
+
+
+def test_a_typo_of_a_command_says_did_you_mean_once() -> None:
+    line = assert_one_line_error(run_cli("subscriptions", "lsit"))
+    assert "Did you mean 'list'?" in line
+    assert line.lower().count("did you mean") == 1
 
 
 def test_a_config_file_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:

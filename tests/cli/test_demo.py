@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def _environment(home: Path) -> dict[str, str]:
         PREFCTL_DATA_DIR=str(home / "data"),
         TMPDIR=str(home / "tmp"),
         NO_COLOR="1",
-        COLUMNS="160",
+        COLUMNS="80",  # a terminal of 80 columns: every line must fit
     )
     return env
 
@@ -110,9 +111,33 @@ def test_demo_process_leaves_the_users_files_and_no_temp_dir(process: Process) -
 
 def test_demo_process_shows_steps_on_stderr_and_no_token(process: Process) -> None:
     assert "1. Start a throwaway emulator and a webhook receiver" in process.stderr
-    assert "5. A 413 dead-letters at once, and an alert email goes out" in process.stderr
+    assert "5. A 413 is not retried: the event is dead-lettered and an alert email goes out" in (
+        process.stderr
+    )
     assert "✓ every expected outcome happened" in process.stderr
     assert "eyJ" not in process.stdout + process.stderr
+
+
+def test_demo_process_at_80_columns_fits_them_and_splits_no_id_or_url(process: Process) -> None:
+    from rich.cells import cell_len
+
+    lines = process.stderr.splitlines()
+    assert [line for line in lines if cell_len(line) > 80] == []
+    report = process.report
+    text = "\n".join(lines)
+    for whole in (report["emulator_url"], report["receiver_url"], report["emulator_url"] + "/"):
+        assert whole in text  # on one line: a split URL would not be found
+    shown_ids = re.findall(r"event=(\S+)", text)
+    assert len(shown_ids) >= 9
+    assert all(re.fullmatch(r"[0-9a-f]{8}…", shown) for shown in shown_ids), shown_ids
+
+
+def test_demo_process_explains_its_words_in_plain_ones(process: Process) -> None:
+    for jargon in ("rule time", "fault plan", "5×normal", "time scale"):
+        assert jargon not in process.stderr
+    assert "the service's clock runs 60× fast here: a minute on it passes in 1 s" in " ".join(
+        process.stderr.split()
+    )
 
 
 def test_demo_process_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
@@ -170,9 +195,10 @@ def test_demo_prints_each_step_on_stderr(table: CliResult) -> None:
     assert "→ POST /subscriptions" in stderr
     assert "    ← " in stderr
     assert "sig=valid" in stderr
-    assert "✓ ProvisioningState Succeeded" in stderr
+    assert "✓ the subscription is active (ProvisioningState Succeeded)" in stderr
     assert "fault=outage 3/3" in stderr
-    assert "✓ profile.replaced dead-lettered: PayloadTooLarge after 1 attempt" in stderr
+    assert "✓ profile.replaced is in the dead-letter queue" in stderr
+    assert "PayloadTooLarge after 1 attempt" in stderr
 
 
 @pytest.mark.parametrize("scale", ["0", "1e9", "1e-300"])

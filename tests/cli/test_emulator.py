@@ -146,6 +146,40 @@ def test_start_twice_on_one_data_dir_is_refused(background: Path) -> None:
     assert "already runs" in one_line_error(result, 2)
 
 
+def _running(data_dir: Path) -> tuple[int, str]:
+    record = json.loads((data_dir / "emulator.pid").read_text())
+    return int(record["pid"]), str(record["url"])
+
+
+@pytest.mark.parametrize("detach", [[], ["--detach"]])
+def test_start_again_on_its_port_says_already_running_with_pid_and_url(
+    background: Path, detach: list[str]
+) -> None:
+    pid, url = _running(background)
+    port = url.rsplit(":", 1)[1]
+
+    result = run_cli("emulator", "start", "--port", port, "--data-dir", str(background), *detach)
+
+    line = one_line_error(result, 2)
+    assert line.startswith(f"error: an emulator already runs on {background} (pid {pid}, {url})")
+    assert "in use" not in line
+
+
+def test_start_of_another_data_dir_on_a_running_emulators_port_names_that_emulator(
+    background: Path, tmp_path: Path
+) -> None:
+    pid, url = _running(background)
+    port = url.rsplit(":", 1)[1]
+    other = tmp_path / "other"
+
+    result = run_cli("emulator", "start", "--port", port, "--data-dir", str(other))
+
+    line = one_line_error(result, 2)
+    assert line.startswith(f"error: an emulator already runs at {url} (pid {pid})")
+    assert "prefctl emulator stop" in line
+    assert not other.exists()
+
+
 def test_reset_refuses_while_the_emulator_runs(background: Path) -> None:
     result = run_cli("emulator", "reset", "--yes", "--data-dir", str(background))
 
@@ -225,7 +259,7 @@ def test_start_on_a_busy_port_is_one_line_exit_2_and_creates_nothing(
         result = run_cli("emulator", "start", "--port", str(port), *detach)
 
     line = one_line_error(result, 2)
-    assert f"127.0.0.1:{port} is already in use" in line
+    assert f"port {port} on 127.0.0.1 is already in use (another program" in line
     assert "--port" in line
     assert result.stdout == ""
     assert not data_dir.exists()  # no data dir, no store, no account
@@ -294,7 +328,7 @@ def test_detach_on_a_busy_port_fails_with_exit_2(config_path: Path) -> None:
         result = run_cli("emulator", "start", "--detach", "--port", str(port))
 
     line = one_line_error(result, 2)
-    assert f"127.0.0.1:{port} is already in use" in line
+    assert f"port {port} on 127.0.0.1 is already in use (another program" in line
     assert result.stdout == ""
 
 

@@ -175,7 +175,19 @@ def test_receive_busy_port_is_a_clean_error() -> None:
         port = sock.getsockname()[1]
         result = run_cli("receive", "--port", str(port), *FLAGS)
     assert result.exit_code == 2
-    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert result.stderr == (
+        f"error: port {port} on 127.0.0.1 is already in use (another program is listening"
+        " there) — choose another with --port\n"
+    )
+
+
+def test_receive_on_an_address_this_machine_does_not_have_says_so_in_words() -> None:
+    result = run_cli("receive", "--host", "192.0.2.1", "--port", "0", *FLAGS)  # TEST-NET-1
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: cannot listen on 192.0.2.1: it is not an address of this machine — check --host"
+        " (127.0.0.1 listens on this machine only)\n"
+    )
 
 
 def test_receive_certificate_for_another_host_is_one_line_exit_2(tmp_path: Path) -> None:

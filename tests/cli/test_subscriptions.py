@@ -361,6 +361,35 @@ def test_subscriptions_create_not_a_url_is_a_usage_error_before_any_request(cli)
     assert "--url 'not-a-url' is not an https:// (or http://) URL" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("reason", "hint"),
+    [
+        (
+            "cannot reach https://127.0.0.1:8443/h: the server's TLS certificate is not trusted",
+            "prefctl dispatcher tls set --ca",
+        ),
+        (
+            "cannot reach https://127.0.0.1:8443/h: the server closed the connection without "
+            "answering",
+            "prefctl dispatcher tls set --cert",
+        ),
+    ],
+)
+def test_subscriptions_failed_on_tls_in_the_emulators_words_names_the_tls_setting(
+    reason: str, hint: str
+) -> None:
+    from prefctl.api.subscriptions import provisioning_error
+
+    record = {
+        "Id": 7,
+        "ProvisioningState": "Failed",
+        "ProvisioningError": f"3 handshake attempts failed; the last could not connect: {reason}",
+    }
+    error = provisioning_error(record, 120)
+    assert error is not None
+    assert hint in (error.hint or "")
+
+
 def test_subscriptions_failed_on_an_untrusted_certificate_names_the_trust_setting() -> None:
     from prefctl.api.subscriptions import provisioning_error
 

@@ -58,7 +58,9 @@ def test_port_in_use_is_a_usage_error_naming_the_address(tmp_path: Path) -> None
         with pytest.raises(UsageError) as caught:
             start_in_thread(EmulatorConfig(port=port, data_dir=tmp_path / "data"))
 
-    assert f"127.0.0.1:{port}" in caught.value.message
+    assert caught.value.message == (
+        f"port {port} on 127.0.0.1 is already in use (another program is listening there)"
+    )
     assert caught.value.hint is not None
     assert "--port" in caught.value.hint
 

@@ -117,10 +117,12 @@ def test_emulator_start_on_a_full_disk_is_one_line_exit_2(
     )
     detached = run_cli("emulator", "start", "--detach", "--port", "0", "--data-dir", str(data_dir))
 
-    assert "is full" in one_line_error(result, 2)
-    assert "is full" in one_line_error(on_a_new_store, 2)
-    assert "is full" in one_line_error(detached, 2)
-    assert not (small_disk / "new" / "emulator.db").exists()  # no empty store left behind
+    assert one_line_error(result, 2).endswith("the store is intact")
+    assert one_line_error(detached, 2).endswith("the store is intact")
+    first_start = one_line_error(on_a_new_store, 2)
+    assert "is full" in first_start
+    assert first_start.endswith("nothing was created")  # not "the store is intact": there is none
+    assert not (small_disk / "new").exists()
     filler.unlink()  # room for SQLite to open the store and check it
     assert _integrity(emulator.store_path) == "ok"
 

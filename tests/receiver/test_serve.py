@@ -173,7 +173,7 @@ def test_receiver_forward_to_a_handler_on_this_machine_ignores_the_environments_
     assert seen.event_id == "evt-direct"
 
 
-def test_receiver_forward_to_a_dead_handler_answers_502() -> None:
+def test_receiver_forward_to_a_dead_handler_answers_502_saying_nothing_listens() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
@@ -181,7 +181,7 @@ def test_receiver_forward_to_a_dead_handler_answers_502() -> None:
         assert post_event(running.webhook_url).status_code == 502
         (verdict,) = running.wait_for(1)
     assert verdict.forward is not None
-    assert verdict.forward.error
+    assert verdict.forward.error == f"nothing is listening at {dead} (connection refused)"
 
 
 def test_receiver_auto_validate_gets_the_validation_url() -> None:
@@ -226,7 +226,7 @@ def test_receiver_timeout_before_exit_after_is_an_error() -> None:
 
 
 def test_receiver_busy_port_is_a_usage_error(receiver: RunningReceiver) -> None:
-    with pytest.raises(UsageError, match=f"cannot listen on 127.0.0.1:{receiver.port}"):
+    with pytest.raises(UsageError, match=f"port {receiver.port} on 127.0.0.1 is already in use"):
         start_in_thread(ReceiverConfig(port=receiver.port, credentials=CREDS))
 
 

@@ -87,3 +87,50 @@ def test_simulate_html_renders_in_chromium_without_console_errors_and_with_its_n
         assert len(bands) == 2 * (len(report["probation"]) + 1)
         for bar in driver.find_elements("css selector", "rect.bar"):
             assert bar.size["height"] > 0
+
+
+@pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))
+def test_simulate_html_legend_colours_are_the_drawn_bands_and_both_show_where_they_overlap(
+    run: tuple[dict[str, Any], Path],
+) -> None:
+    _, html = run
+    with browser.chrome() as driver:
+        driver.get(html.as_uri())
+        found = driver.execute_script(
+            """
+            const rgb = (c) => { const e = document.createElement('i'); e.style.color = c;
+              document.body.append(e); const v = getComputedStyle(e).color; e.remove(); return v; };
+            const swatch = (kind) => getComputedStyle(
+              document.querySelector(`.legend [data-kind='${kind}'] i`));
+            const band = (kind) => document.querySelector(`rect.band[data-kind='${kind}']`);
+            const outage = band('outage'), probation = band('probation');
+            const hatch = document.querySelector(
+              probation.getAttribute('fill').match(/url\\((#[^)]+)\\)/)[1]);
+            const stripe = hatch.querySelector('rect');
+            outage.scrollIntoView({block: 'center'});
+            const box = outage.getBoundingClientRect(), over = probation.getBoundingClientRect();
+            const x = (Math.max(box.left, over.left) + Math.min(box.right, over.right)) / 2;
+            const bands = document.elementsFromPoint(x, box.top + box.height / 2)
+              .filter(e => e.classList.contains('band'));
+            return {
+              outageFill: rgb(outage.getAttribute('fill')),
+              outageSwatch: swatch('outage').backgroundColor,
+              outageOpacity: getComputedStyle(outage).opacity,
+              stripeFill: rgb(stripe.getAttribute('fill')),
+              probationSwatch: swatch('probation').backgroundImage,
+              stripeWidth: Number(stripe.getAttribute('width')),
+              hatchWidth: Number(hatch.getAttribute('width')),
+              atOverlap: bands.map(e => e.dataset.kind),
+              xTitles: [...document.querySelectorAll('svg text.x-title')].map(t => t.textContent),
+            };
+            """
+        )
+    # Outage: a solid band, drawn in the legend's colour.
+    assert found["outageFill"] == found["outageSwatch"] == "rgb(254, 202, 202)"
+    assert found["outageOpacity"] == "1"
+    # Probation: stripes of the legend's colour, with gaps through which an outage under it shows.
+    assert found["stripeFill"] in found["probationSwatch"]
+    assert found["stripeWidth"] < found["hatchWidth"] / 2
+    # Where they overlap, the stripes are on top and the pink band under them.
+    assert found["atOverlap"] == ["probation", "outage"]
+    assert found["xTitles"] == ["time since the start of the run (on the simulated clock)"] * 2

@@ -53,7 +53,7 @@ def test_emulator_fixture_on_a_busy_port_fails_with_the_server_error(tmp_path: P
         port = busy.getsockname()[1]
         result = run_pytest(tmp_path, "-q", "--prefctl-port", str(port), timeout=60)
     assert result.returncode == 1
-    line = f"prefctl_emulator could not start: 127.0.0.1:{port} is already in use"
+    line = f"prefctl_emulator could not start: port {port} on 127.0.0.1 is already in use"
     assert line in result.stdout
     assert result.stdout.count("ERROR at setup of") == 2  # each test that uses it says why
     assert "Traceback" not in result.stdout

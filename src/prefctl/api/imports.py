@@ -43,6 +43,7 @@ from prefctl.api.client import (
 from prefctl.api.shapes import text
 from prefctl.clock import Clock
 from prefctl.errors import PrefctlError, UsageError
+from prefctl.private_files import os_reason
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -91,7 +92,7 @@ class ImportFile:
             except FileNotFoundError:
                 raise UsageError(f"{where} does not exist") from None
             except OSError as exc:
-                raise UsageError(f"cannot read {where}: {exc}") from None
+                raise UsageError(f"cannot read {where}: {os_reason(exc)}") from None
             with stream, cls.open(stream, where, block_chars=block_chars) as records:
                 yield records
             return
@@ -103,7 +104,7 @@ class ImportFile:
                 while block := source.read(block_chars):
                     spool.write(block)
             except UnicodeDecodeError as exc:
-                raise UsageError(f"cannot read {where}: {exc}") from None
+                raise UsageError(f"cannot read {where}: {os_reason(exc)}") from None
             yield cls(spool, where, block_chars=block_chars)
 
     def check(self) -> int:
@@ -176,7 +177,7 @@ class ImportFile:
                 self.stream.seek(0)
                 yield from _ndjson_values(self.stream, self.where)
         except UnicodeDecodeError as exc:
-            raise UsageError(f"cannot read {self.where}: {exc}") from None
+            raise UsageError(f"cannot read {self.where}: {os_reason(exc)}") from None
 
 
 def _ndjson_values(stream: IO[str], where: str) -> Iterator[Any]:

@@ -123,17 +123,26 @@ def selections_to_edit(value: Any, where: str) -> list[dict[str, Any]]:
 def _trust_hint(reason: str) -> str | None:
     """What to do when the handshake failed on the endpoint's TLS (None for another reason)."""
     lowered = reason.lower()
-    if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
+    if any(
+        words in lowered
+        for words in (
+            "certificate_verify_failed",
+            "certificate verify failed",
+            "tls certificate is not trusted",
+        )
+    ):
         return (
             "the dispatcher does not trust the endpoint's certificate: give it the CA that"
             " signed it with 'prefctl dispatcher tls set --ca CA.pem' (for a development"
             " certificate from 'prefctl certs', its ca.pem)"
         )
+    install = (
+        "give the dispatcher one with 'prefctl dispatcher tls set --cert CERT.pem --key KEY.pem'"
+    )
     if "certificate required" in lowered or "handshake failure" in lowered:
-        return (
-            "the endpoint asks for a client certificate (mTLS): give the dispatcher one with"
-            " 'prefctl dispatcher tls set --cert CERT.pem --key KEY.pem'"
-        )
+        return f"the endpoint asks for a client certificate (mTLS): {install}"
+    if "https://" in lowered and "closed the connection without answering" in lowered:
+        return f"the endpoint may ask for a client certificate (mTLS): {install}"
     return None
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefctl.config import ENV_CACHE_DIR
 from prefctl.errors import ConfigError
-from prefctl.private_files import make_private_dir, write_private
+from prefctl.private_files import make_private_dir, os_reason, write_private
 
 if TYPE_CHECKING:
     from prefctl.clock import Clock
@@ -215,7 +215,7 @@ class TokenCache:
             write_private(path, token.to_json())
         except OSError as exc:
             raise ConfigError(
-                f"cannot write the token cache {path}: {exc.strerror or exc}",
+                f"cannot write the token cache {path}: {os_reason(exc)}",
                 hint=f"set {ENV_CACHE_DIR} to a folder prefctl can write",
             ) from None
         return path

@@ -23,8 +23,10 @@ roots (see ``prefctl.auth.tls``). The transport is a seam: tests pass a real ser
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
+import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -227,7 +229,33 @@ def _json_body(response: httpx.Response) -> Any:
         return None
 
 
-def transport_error_reason(exc: httpx.TransportError) -> str:
+REFUSED = "connection refused"
+
+# What the operating system says when a connection fails → what a user reads.
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: REFUSED,
+    errno.ECONNRESET: "the connection was reset",
+    errno.ECONNABORTED: "the connection was aborted",
+    errno.EPIPE: "the connection was closed while sending",
+    errno.EHOSTUNREACH: "no route to the host",
+    errno.ENETUNREACH: "the network is unreachable",
+    errno.ETIMEDOUT: "the connection timed out",
+}
+# httpx's own failures that carry no error of the operating system.
+_HTTPX_WORDS: tuple[tuple[type[httpx.TransportError], str], ...] = (
+    (httpx.RemoteProtocolError, "the server closed the connection without answering"),
+    (httpx.ConnectTimeout, "the connection timed out"),
+    (httpx.ReadTimeout, "no answer in time"),
+    (httpx.ReadError, "the connection broke while reading the answer"),
+    (httpx.WriteError, "the connection broke while sending the request"),
+    (httpx.ProxyError, "the proxy refused the connection"),
+)
+
+
+def transport_error_reason(exc: BaseException) -> str:
+    """Why a request failed in transit, in words ("connection refused", "the host name
+    example.invalid is not known", "the server's TLS certificate is not trusted"), never the
+    operating system's ``[Errno N]`` or an exception's class name."""
     text = str(exc) or type(exc).__name__
     host = tls_host_mismatch(exc)
     if host is not None:
@@ -235,11 +263,49 @@ def transport_error_reason(exc: httpx.TransportError) -> str:
         return f"the server's TLS certificate does not cover {named}"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "the server's TLS certificate is not trusted"
-    if "Connection refused" in text or "Errno 111" in text:
-        return "connection refused"
-    if "Connection reset" in text or "Errno 104" in text:
-        return "the connection was reset"
-    return redact(text.splitlines()[0])
+    cause = _os_error(exc)
+    if isinstance(cause, socket.gaierror):
+        name = _request_host(exc)
+        named = f"the host name {name}" if name else "the host name"
+        if cause.errno == socket.EAI_AGAIN:
+            return f"{named} could not be looked up (no answer from DNS)"
+        return f"{named} is not known"
+    if cause is not None and cause.errno in _ERRNO_WORDS:
+        return _ERRNO_WORDS[cause.errno]
+    for kind, words in _HTTPX_WORDS:
+        if isinstance(exc, kind):
+            return words
+    if cause is not None and cause.strerror:
+        return cause.strerror[:1].lower() + cause.strerror[1:]
+    return redact(re.sub(r"^\[Errno -?\d+\] ", "", text.splitlines()[0]))
+
+
+def cannot_reach(url: str, exc: BaseException) -> str:
+    """ "nothing is listening at URL (connection refused)", or "cannot reach URL: REASON"."""
+    reason = transport_error_reason(exc)
+    if reason == REFUSED:
+        return f"nothing is listening at {url} ({REFUSED})"
+    return f"cannot reach {url}: {reason}"
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The operating system's error under ``exc`` (httpx wraps it, anyio wraps it once more in
+    "All connection attempts failed"), or None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and (cause.errno is not None or cause.strerror):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _request_host(exc: BaseException) -> str | None:
+    try:
+        return str(exc.request.url.host) if isinstance(exc, httpx.RequestError) else None
+    except RuntimeError:  # an error raised outside a request has none
+        return None
 
 
 def unreachable_hint(

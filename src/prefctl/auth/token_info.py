@@ -149,8 +149,10 @@ def _signing_key(
         with http_client(url, transport=transport, verify=verify, timeout=10.0) as client:
             response = client.get(url, headers={"Accept": "application/json"})
     except httpx.TransportError as exc:
+        from prefctl.auth.token_client import transport_error_reason
+
         raise UnreachableError(
-            f"cannot fetch the issuer's keys from {url}: {type(exc).__name__}"
+            f"cannot fetch the issuer's keys from {url}: {transport_error_reason(exc)}"
         ) from None
     if response.status_code != 200:
         raise PrefctlError(f"the issuer's key set {url} answered HTTP {response.status_code}")

@@ -64,7 +64,9 @@ def read_text(source: str) -> str:
     except FileNotFoundError:
         raise UsageError(f"{source} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {source}: {exc}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot read {source}: {os_reason(exc)}") from None
 
 
 def source_name(source: str) -> str:

@@ -447,7 +447,9 @@ def writing_stdout() -> Iterator[TextIO]:
     except BrokenPipeError:
         raise
     except OSError as exc:
-        raise PrefctlError(f"cannot write the output: {exc}") from None
+        from prefctl.private_files import os_reason
+
+        raise PrefctlError(f"cannot write the output: {os_reason(exc)}") from None
 
 
 def _surely_not_a_terminal(file: TextIO) -> bool:

@@ -189,11 +189,29 @@ class _Group(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-def new_group(name: str, help: str) -> typer.Typer:
-    """A command group with prefctl's conventions (``-h``, help when called bare)."""
+def examples(*pairs: tuple[str, str], then: str = "") -> str:
+    """The ``--help`` epilog "Examples:": each command line, with what it does under it (an
+    indented line: commands stay whole at 80 columns); ``then``, a last paragraph."""
+    lines = ["", "Examples:"]  # a first line of its own: typer dedents the lines after it
+    for command, what in pairs:
+        lines += [f"  {command}", f"      {what}"]
+    return "\n".join(lines) + (f"\n\n{then}" if then else "")
+
+
+ROOT_EPILOG = examples(
+    ("prefctl emulator start --detach", "run the service locally; it writes profile 'local'"),
+    ("prefctl -o json profiles get 1001", "read a customer profile, as JSON"),
+    then="New here? 'prefctl demo' runs the whole webhook loop in seconds, with nothing to set up.",
+)
+
+
+def new_group(name: str, help: str, *, epilog: str | None = None) -> typer.Typer:
+    """A command group with prefctl's conventions (``-h``, help when called bare); ``epilog``
+    ends its ``--help`` (``examples``)."""
     return typer.Typer(
         name=name,
         help=help,
+        epilog=epilog,
         cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,
@@ -263,6 +281,7 @@ def build_app(argv: list[str], *, full: bool = False) -> typer.Typer:
     costs one command group, never all of them (the emulator's brings FastAPI)."""
     root = typer.Typer(
         name="prefctl",
+        epilog=ROOT_EPILOG,
         cls=_Group,
         no_args_is_help=True,
         context_settings=CONTEXT_SETTINGS,
@@ -468,8 +487,13 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
         ctx = getattr(exc, "ctx", None)
         where = f"'{ctx.command_path} --help'" if ctx is not None else "'prefctl --help'"
-        hint = _synonym_hint(exc.format_message(), ctx.command_path if ctx is not None else "")
-        out.error(in_user_words(exc.format_message()), hint or f"see {where}")
+        message = exc.format_message()
+        hint = _synonym_hint(message, ctx.command_path if ctx is not None else "")
+        if hint is not None:  # the parser's own "Did you mean" would say it a second time
+            import re
+
+            message = re.sub(r"\.?\s*Did you mean [^?]*\?$", "", message)
+        out.error(in_user_words(message), hint or f"see {where}")
         return int(exc.exit_code)
     import sqlite3
 
@@ -493,7 +517,9 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
         return EXIT_FAILED
     if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say
-        out.error(f"cannot write the output: {exc}")
+        from prefctl.private_files import os_reason
+
+        out.error(f"cannot write the output: {os_reason(exc)}")
         return EXIT_FAILED
     from prefctl import logs
 

@@ -32,7 +32,7 @@ from prefctl.cli._delivery_options import (
 )
 from prefctl.cli._output import writing_stdout
 from prefctl.cli._tables import columns
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.cli.deliveries import last_answer, timeline_rows
 from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.errors import UsageError
@@ -70,6 +70,13 @@ def register(root: typer.Typer) -> None:
         "deadletters",
         "The dead-letter queue: list, show, redrive, export and purge, filtered by reason, "
         "status, subscription and time.",
+        epilog=examples(
+            ("prefctl deadletters list --reason PayloadTooLarge", "what was refused as too large"),
+            (
+                "prefctl deadletters redrive --subscription crm --since 1h",
+                "send the last hour's dead letters of 'crm' again",
+            ),
+        ),
     )
     group.command("list")(list_dead_letters)
     group.command("show")(show_dead_letter)
@@ -319,7 +326,9 @@ def _export_to_file(
         with replacing_private(file.resolve()) as fh:
             return export_dead_letters(conn, selection, fh.write, fmt=fmt)
     except OSError as exc:
-        raise UsageError(f"cannot write {file}: {exc.strerror or exc}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot write {file}: {os_reason(exc)}") from None
 
 
 def purge(

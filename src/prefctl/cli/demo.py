@@ -122,13 +122,33 @@ class StepPrinter:
         self._spinner.close()
 
     def _print(self, prefix: str, text: str, style: str) -> None:
+        """``prefix`` and ``text``, wrapped at spaces to the terminal's width under the text's
+        start: a URL or an id is never split across lines (as the terminal would split it)."""
         if self.out.quiet:
             return
+        import re
+        import textwrap
+
         from rich.text import Text
 
-        line = Text(prefix)
-        line.append(text, style=style)  # Text, not markup: "[Sandbox]" must print as written
-        self.out.err.print(line, soft_wrap=True, highlight=False)
+        blank, prefix = prefix[: len(prefix) - len(prefix.lstrip("\n"))], prefix.lstrip("\n")
+        if blank:
+            self.out.err.print(blank, end="")
+        indent = " " * (len(prefix) + 2)  # continuation lines start under the text, indented
+        # A figure stays on the line of its unit ("39.2 s"): glued for the wrap, spaced again after.
+        glued = re.sub(r"(\d) (?=(?:s|ms|min|KiB|KB)\b)", "\\1\u00a0", text)
+        lines = textwrap.wrap(
+            glued,
+            width=max(self.out.err.width - len(prefix), 20),
+            subsequent_indent=indent[len(prefix) :],
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [""]
+        for number, chunk in enumerate(lines):
+            line = Text(prefix if number == 0 else " " * len(prefix))
+            # Text, not markup: "[Sandbox]" prints as written.
+            line.append(chunk.replace("\u00a0", " "), style=style)
+            self.out.err.print(line, soft_wrap=True, highlight=False)
 
 
 def _summary_rows(report: DemoReport) -> list[dict[str, Any]]:
@@ -153,7 +173,7 @@ def _summary_rows(report: DemoReport) -> list[dict[str, Any]]:
         {
             "what": "retries",
             "count": report.retries,
-            "detail": f"waits of {waits} s (rule time)" if waits else "",
+            "detail": f"waits of {waits} s on the service's clock" if waits else "",
         },
         {"what": "dead-lettered", "count": len(report.dead_letters), "detail": reasons},
         {
@@ -164,7 +184,7 @@ def _summary_rows(report: DemoReport) -> list[dict[str, Any]]:
         {
             "what": "wall time",
             "count": f"{report.wall_seconds:.1f} s",
-            "detail": f"at time scale {report.time_scale:g}",
+            "detail": f"the service's clock {report.time_scale:g}× fast",
         },
         {
             "what": "expected outcomes",

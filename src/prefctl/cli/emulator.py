@@ -11,7 +11,7 @@ from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
 from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli._tables import columns
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.dispatcher import mail
 from prefctl.errors import PrefctlError, UsageError
 
@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
 
 def register(root: typer.Typer) -> None:
-    group = new_group("emulator", "Run the local emulator of the service and administer it.")
+    group = new_group(
+        "emulator",
+        "Run the local emulator of the service and administer it.",
+        epilog=examples(
+            ("prefctl emulator start --detach", "in the background; writes profile 'local'"),
+            ("prefctl emulator status", "is it running, and where"),
+        ),
+    )
     group.command("start")(start)
     group.command("status")(status)
     group.command("stop")(stop)

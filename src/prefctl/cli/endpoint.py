@@ -68,7 +68,7 @@ def check_endpoint(
         bool,
         typer.Option(
             "--strict",
-            help="Fail what the spec accepts but passes with a warning: manual validation not "
+            help="Fail what the service accepts but passes with a warning: manual validation not "
             "declared with --manual-validation, and answers slower than --slow-after.",
         ),
     ] = False,
@@ -180,7 +180,7 @@ def check_endpoint(
         names = ", ".join(case.name for case in warned)
         state.out.success(
             f"all {len(report.cases)} checks passed, {len(warned)} with warnings ({names}): "
-            "the spec accepts them; --strict makes them failures"
+            "the service accepts them; --strict makes them failures"
         )
     else:
         state.out.success(f"all {len(report.cases)} checks passed")
@@ -216,4 +216,6 @@ def _write(path: Path, document: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(document)
     except OSError as exc:
-        raise UsageError(f"cannot write the JUnit report to {path}: {exc.strerror}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot write the JUnit report to {path}: {os_reason(exc)}") from None

@@ -28,7 +28,7 @@ from prefctl.cli._signing import (
     signing_credentials,
 )
 from prefctl.cli._tables import columns
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.cli.events_rest import list_events, trigger_event
 from prefctl.errors import PrefctlError, UsageError
 
@@ -53,6 +53,10 @@ def register(root: typer.Typer) -> None:
         "events",
         "The event catalog and history, real changes that trigger events, and tools to sign "
         "and verify Service-Webhook headers.",
+        epilog=examples(
+            ("prefctl events types", "every event type, with what causes it"),
+            ("prefctl events trigger tag.added", "make a real change that sends tag.added"),
+        ),
     )
     group.command("types")(event_types)
     group.command("list")(list_events)

@@ -30,7 +30,7 @@ from prefctl.cli._api import (
 from prefctl.cli._complete import profile_ids
 from prefctl.cli._context import get_state
 from prefctl.cli._tables import columns
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.cli.profiles_import import import_profiles
 from prefctl.errors import UsageError
 
@@ -64,7 +64,17 @@ SEARCH_COLUMNS = columns(
 
 
 def register(root: typer.Typer) -> None:
-    group = new_group("profiles", "Create, read, search, change and import customer profiles.")
+    group = new_group(
+        "profiles",
+        "Create, read, search, change and import customer profiles.",
+        epilog=examples(
+            ("prefctl profiles search --email ada@example.com", "find profiles by email"),
+            (
+                "prefctl profiles update 1001 --set CustomerName.FirstName=Ada",
+                "change one field; subscribers get the events it causes",
+            ),
+        ),
+    )
     group.command("create")(create)
     group.command("get")(get)
     group.command("search")(search)

@@ -110,7 +110,9 @@ def _write_html(path: Path, report: dict[str, Any], model: Scenario) -> None:
     try:
         path.write_text(render_html(report, outages_of(model)), encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot write the HTML report {path}: {exc.strerror or exc}") from None
+        from prefctl.private_files import os_reason
+
+        raise UsageError(f"cannot write the HTML report {path}: {os_reason(exc)}") from None
     get_state().out.info(f"HTML report written to {path}")
 
 

@@ -19,7 +19,7 @@ from prefctl.cli._api import WaitTimeoutOption, YesOption, api_client, read_obje
 from prefctl.cli._complete import event_types, subscription_refs
 from prefctl.cli._context import get_state
 from prefctl.cli._tables import columns
-from prefctl.cli.app import new_group
+from prefctl.cli.app import examples, new_group
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -78,7 +78,18 @@ NoWaitOption = Annotated[
 
 
 def register(root: typer.Typer) -> None:
-    group = new_group("subscriptions", "Webhook subscriptions: which event types go to which URL.")
+    group = new_group(
+        "subscriptions",
+        "Webhook subscriptions: which event types go to which URL.",
+        epilog=examples(
+            (
+                "prefctl subscriptions create --name crm -e profile.created \\\n"
+                "    --url https://crm.example/webhooks",
+                "subscribe the URL, then wait until it answered the validation handshake",
+            ),
+            ("prefctl subscriptions list", "every subscription, its state and event types"),
+        ),
+    )
     group.command("create")(create)
     group.command("list")(list_subscriptions)
     group.command("get")(get)

@@ -68,7 +68,8 @@ PROFILE_KEYS: dict[str, KeyInfo] = {
     "ca_bundle": KeyInfo("Extra CA bundle (PEM) trusted for TLS to the service.", is_path=True),
     "allow_insecure_http": KeyInfo(
         "true lets auth_url and api_url use plain http:// to a host that is not this machine "
-        "(warned on every use); the spec makes HTTPS mandatory.",
+        "(warned on every use); the service's authentication documentation makes HTTPS "
+        "mandatory.",
         default="false",
         boolean=True,
     ),

@@ -118,14 +118,15 @@ class DemoSession:
         self.report.emulator_url = emulator.url
         self._step(
             StepKind.OK,
-            f"emulator  {emulator.url}  token endpoint, REST API and dispatcher; time scale "
-            f"{scale:g}: a minute of delivery rules passes in {60 / scale:.2g} s",
+            f"emulator  {emulator.url}  token endpoint, REST API and webhook dispatcher; "
+            f"{_clock(scale)}",
         )
         account = emulator.account
         # The verified act's events are answered normally; the outage act's event meets 503s.
+        normal = sum(map(len, self.expected[: len(STORY.verified)]))
         plan = FaultPlan(
             steps=(
-                FaultStep(count=sum(map(len, self.expected[: len(STORY.verified)])), name="normal"),
+                FaultStep(count=normal, name="normal"),
                 FaultStep(count=OUTAGE_FAILURES, status=OUTAGE_STATUS, name="outage"),
             )
         )
@@ -145,8 +146,10 @@ class DemoSession:
         self.report.receiver_url = receiver.webhook_url
         self._step(
             StepKind.OK,
-            f"receiver  {receiver.webhook_url}  verifies signatures; fault plan "
-            f"{plan.describe()}; body limit {BODY_LIMIT_BYTES // 1024} KiB",
+            f"receiver  {receiver.webhook_url}  checks every signature; answers the first "
+            f"{_count(normal, 'event')} normally, then {OUTAGE_STATUS} (unavailable) "
+            f"{OUTAGE_FAILURES} times, to show retries; refuses bodies over "
+            f"{BODY_LIMIT_BYTES // 1024} KiB",
         )
         kept = "kept afterwards" if self.options.keep else "removed afterwards (--keep keeps it)"
         self._step(StepKind.INFO, f"files in {self.workdir}, {kept}")
@@ -200,7 +203,8 @@ class DemoSession:
         self._check(
             "handshake",
             True,
-            "ProvisioningState Succeeded: the receiver answered with the validationResponse",
+            "the subscription is active (ProvisioningState Succeeded): the receiver answered "
+            "the validation handshake with its code",
         )
         alerts = set_subscription_alerts(
             self.watch.conn,
@@ -243,15 +247,14 @@ class DemoSession:
         self._step(StepKind.PHASE, "The receiver fails: the dispatcher retries with backoff")
         self._step(
             StepKind.INFO,
-            f"the receiver's fault plan now answers {OUTAGE_STATUS} to the next "
-            f"{_count(OUTAGE_FAILURES, 'delivery')}",
+            f"the receiver now answers {OUTAGE_STATUS} (Service Unavailable) to the next "
+            f"{_count(OUTAGE_FAILURES, 'delivery')}, as set up in step 1",
         )
         event_ids = self._apply(STORY.outage)
         scale = self.options.time_scale
         records = self._await_final(
             event_ids,
-            f"waiting for the retries: backoff 10 s, 20 s, 40 s of rule time, about "
-            f"{70 / scale:.2g} s at time scale {scale:g}",
+            f"waiting for the retries, about 10 s, 20 s, then 40 s apart ({70 / scale:.2g} s here)",
         )
         failures: list[int | None] = []
         for record in records:
@@ -262,12 +265,13 @@ class DemoSession:
             "retried",
             delivered and OUTAGE_STATUS in failures,
             f"{_count(len(failures), 'failed attempt')} ({_statuses(failures)}) retried after "
-            f"waits of {waits} of rule time, "
+            f"waits of {waits} on the service's clock, "
             + ("then delivered" if delivered else "not delivered"),
         )
 
     def _show_attempts(self, record: DeliveryRecord) -> list[int | None]:
-        """Show the delivery's attempt timeline with the waits between attempts (rule time);
+        """Show the delivery's attempt timeline with the waits between attempts (on the
+        service's clock, the emulator's time scale undone);
         returns the statuses of its failed attempts."""
         attempts = list_attempts(self.watch.conn, record.delivery_id)
         scale = self.options.time_scale
@@ -275,7 +279,7 @@ class DemoSession:
         self.report.backoff_seconds += gaps
         for attempt, gap in zip(attempts, [*gaps, None], strict=True):
             answer = attempt.status if attempt.status is not None else attempt.error
-            then = f"; next attempt {gap:g} s later (rule time)" if gap is not None else ""
+            then = f"; next attempt {gap:g} s later" if gap is not None else ""
             self._step(
                 StepKind.INFO,
                 f"{record.event_type} attempt {attempt.attempt_number}: {answer} "
@@ -284,7 +288,10 @@ class DemoSession:
         return [a.status for a in attempts if a.outcome != "delivered"]
 
     def _oversized_act(self) -> None:
-        self._step(StepKind.PHASE, "A 413 dead-letters at once, and an alert email goes out")
+        self._step(
+            StepKind.PHASE,
+            "A 413 is not retried: the event is dead-lettered and an alert email goes out",
+        )
         event_ids = self._apply(STORY.oversized)
         records = self._await_final(event_ids, "waiting for the dispatcher")
         dead = [r for r in records if r.state == "dead_lettered"]
@@ -299,7 +306,8 @@ class DemoSession:
             len(records) == 1
             and letter.dead_letter_reason == DeadLetterReason.PAYLOAD_TOO_LARGE
             and letter.attempts == 1,
-            f"{letter.event_type} dead-lettered: {letter.dead_letter_reason} after "
+            f"{letter.event_type} is in the dead-letter queue (kept to look at and send again"
+            f" later, not retried): {letter.dead_letter_reason} after "
             f"{_count(letter.attempts, 'attempt')} (HTTP {letter.last_status}: the event is "
             f"over the receiver's {BODY_LIMIT_BYTES // 1024} KiB body limit)",
         )
@@ -429,6 +437,16 @@ class DemoSession:
 
     def _step(self, kind: StepKind, text: str, data: dict[str, Any] | None = None) -> None:
         self.on_step(DemoStep(kind, text, data or {}))
+
+
+def _clock(scale: float) -> str:
+    """The time scale in words, the first time the demo speaks of the service's clock."""
+    if scale == 1:
+        return "its clock runs at the real service's pace"
+    return (
+        f"the service's clock runs {scale:g}× fast here: a minute on it passes in "
+        f"{60 / scale:.2g} s"
+    )
 
 
 def _count(number: int, noun: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from prefctl.errors import UsageError
+from prefctl.private_files import os_reason
 from prefctl.store.events import NewEvent
 from prefctl.webhooks.catalog import entity_of
 from prefctl.webhooks.handshake import VALIDATION_EVENT_TYPE
@@ -73,7 +74,7 @@ def read_captured(path: Path) -> CapturedEvents:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {os_reason(exc)}") from None
     return parse_captured(raw, source=str(path))
 
 

@@ -499,9 +499,12 @@ class HandshakeRunner:
             return AttemptReply(None, f"the account's TLS settings cannot be used ({exc})")
         except httpx.InvalidURL as exc:  # not an HTTPError: the Url cannot even be sent
             return AttemptReply(None, f"the Url cannot be requested ({exc})")
-        except httpx.HTTPError as exc:
-            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return AttemptReply(None, f"connection failed ({detail})")
+        except httpx.TransportError as exc:
+            from prefctl.auth.token_client import cannot_reach
+
+            return AttemptReply(None, f"could not connect: {cannot_reach(url, exc)}")
+        except httpx.HTTPError as exc:  # the answer came but cannot be read (a broken gzip)
+            return AttemptReply(None, f"answered in a form that cannot be read ({exc})")
         verdict = classify_reply(status, body, handshake.code)
         return AttemptReply(verdict.outcome, verdict.message)
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prefctl.errors import AuthError, PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
+from prefctl.private_files import os_reason
 
 if TYPE_CHECKING:
     import mailbox
@@ -168,7 +169,7 @@ class SmtpSink:
         except smtplib.SMTPResponseException as exc:
             raise PrefctlError(f"{where} answered {_reply(exc)}") from None
         except (smtplib.SMTPException, OSError) as exc:
-            raise UnreachableError(f"cannot send through {where}: {exc}") from None
+            raise UnreachableError(f"cannot send through {where}: {os_reason(exc)}") from None
 
 
 def _reply(exc: Exception) -> str:
@@ -208,7 +209,9 @@ class MboxSink:
                     file.truncate(before)
                     raise
         except (OSError, mailbox.Error) as exc:
-            raise PrefctlError(f"cannot append the alert to {self.path}: {exc}") from None
+            raise PrefctlError(
+                f"cannot append the alert to {self.path}: {os_reason(exc)}"
+            ) from None
 
 
 def _mbox_entry(message: EmailMessage) -> bytes:
@@ -380,7 +383,7 @@ def read_mbox_bytes(path: Path) -> list[bytes]:
                 return [box.get_bytes(key) for key in box.iterkeys()]
             return _mbox_messages(path.read_bytes())
     except (OSError, mailbox.Error) as exc:
-        raise PrefctlError(f"cannot read {path}: {exc}") from None
+        raise PrefctlError(f"cannot read {path}: {os_reason(exc)}") from None
 
 
 def _mbox_messages(data: bytes) -> list[bytes]:

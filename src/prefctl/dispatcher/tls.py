@@ -22,6 +22,7 @@ from typing import Any
 
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.logs import register_secret
+from prefctl.private_files import os_reason
 from prefctl.store.accounts import list_accounts
 from prefctl.store.db import transaction
 from prefctl.store.dispatcher_state import TlsRow, clear_tls, get_tls, put_tls
@@ -145,7 +146,7 @@ def _ca_bundle(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {(exc.strerror or str(exc)).lower()}") from None
+        raise UsageError(f"cannot read {path}: {os_reason(exc)}") from None
     try:
         certificates = x509.load_pem_x509_certificates(data)
     except ValueError:

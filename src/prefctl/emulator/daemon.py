@@ -199,11 +199,11 @@ def start_detached(
     from prefctl.emulator.startup import check_free_space, probe_port
 
     config.validate()
-    probe_port(config.host, config.port)  # a busy port fails before anything is created
     data_dir = config.resolved_data_dir()
-    make_private_dir(data_dir, "the data folder")
+    ensure_not_running(data_dir)  # before the port: "already running (pid, URL)" says more
+    probe_port(config.host, config.port)  # a busy port fails before anything is created
     check_free_space(data_dir)  # said here: on a full disk the child's log would stay empty
-    ensure_not_running(data_dir)
+    make_private_dir(data_dir, "the data folder")
     log_file = paths.log_path(data_dir)
     argv = [sys.executable, "-m", "prefctl", "-" + "v" * max(1, verbosity)]
     if config.config_path is not None:

@@ -47,7 +47,7 @@ from prefctl.emulator.startup import (
 )
 from prefctl.errors import PrefctlError, UnreachableError, UsageError
 from prefctl.logs import register_secret
-from prefctl.private_files import make_private_dir
+from prefctl.private_files import make_private_dir, os_reason
 from prefctl.servers.connections import ConnectionRegistry, guarded_protocol
 from prefctl.servers.server import run_server
 from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use
@@ -143,9 +143,13 @@ def serve(
 ) -> None:
     """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
     config.validate()
+    data_dir = config.resolved_data_dir()
+    # Before the port: an emulator already serving this data dir holds it, and "already
+    # running (pid, URL)" says more than "port in use".
+    daemon.ensure_not_running(data_dir)
     sock = bind(config.host, config.port)  # a busy port fails before anything is created
     try:
-        data_dir = config.resolved_data_dir()
+        check_free_space(data_dir)  # a full disk too, before the data dir is made
         with disk_full_refused():
             make_private_dir(data_dir, "the data folder")
         with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
@@ -320,7 +324,7 @@ def _load_tls(server_config: Any, config: EmulatorConfig) -> None:
         if config.tls_cert is None:
             raise
         raise UsageError(
-            f"cannot use {config.tls_cert} and {config.tls_key} for TLS: {exc}",
+            f"cannot use {config.tls_cert} and {config.tls_key} for TLS: {os_reason(exc)}",
             hint="give a PEM certificate and its unencrypted private key (prefctl certs issue)",
         ) from None
 

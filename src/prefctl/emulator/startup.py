@@ -106,17 +106,23 @@ MIN_FREE_BYTES = 1024 * 1024
 
 
 def check_free_space(data_dir: Path) -> None:
-    """Refuse to start on a disk without room to write (exit 2): every write would fail."""
+    """Refuse to start on a disk without room to write (exit 2): every write would fail. A data
+    dir not made yet is checked on the disk it would be made on."""
+    existing = data_dir
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
     try:
-        disk = os.statvfs(data_dir)
+        disk = os.statvfs(existing)
     except OSError:
         return  # not knowable here: the writes themselves will say
     free = disk.f_bavail * disk.f_frsize
     if free < MIN_FREE_BYTES:
+        store = paths.store_path(data_dir)
+        kept = "the store is intact" if store.exists() else "nothing was created"
         raise DiskFullError(
             f"the disk of {data_dir} is full ({free // 1024} KiB free; the emulator needs"
             f" {MIN_FREE_BYTES // 1024} KiB to start)",
-            hint="free some space on it, or use another --data-dir; the store is intact",
+            hint=f"free some space on it, or use another --data-dir; {kept}",
         )
 
 
@@ -143,11 +149,12 @@ def probe_port(host: str, port: int) -> None:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    from prefctl.servers.server import cannot_listen
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror:
-        raise UsageError(f"cannot listen on {where}: unknown host", hint="check --host") from None
+    except socket.gaierror as exc:
+        raise cannot_listen(host, port, exc) from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -157,14 +164,30 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise UsageError(
-                f"{where} is already in use", hint="choose another port with --port"
-            ) from None
-        reason = exc.strerror.lower() if exc.strerror else str(exc)
-        raise UsageError(
-            f"cannot listen on {where}: {reason}", hint="check --host and --port"
-        ) from None
+            running = _emulator_listening(host, port)
+            if running is not None:
+                raise running from None
+        raise cannot_listen(host, port, exc) from None
     return sock
+
+
+def _emulator_listening(host: str, port: int) -> UsageError | None:
+    """ "an emulator already runs at URL (pid N)" when the program on a busy port is a prefctl
+    emulator (its ``/healthz`` says so, with its pid); None for any other program."""
+    import httpx
+
+    url = f"http://{url_host(host)}:{port}"
+    try:
+        health = httpx.get(f"{url}/healthz", timeout=1.0, trust_env=False).json()
+    except (httpx.HTTPError, ValueError, OSError):
+        return None
+    if not isinstance(health, dict) or not isinstance(health.get("pid"), int):
+        return None
+    return UsageError(
+        f"an emulator already runs at {url} (pid {health['pid']})",
+        hint="use it as it is, stop it with 'prefctl emulator stop --data-dir DIR' "
+        "(its data dir), or choose another port with --port",
+    )
 
 
 def url_host(host: str) -> str:

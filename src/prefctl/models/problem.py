@@ -16,7 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["FieldError", "Problem", "field_path", "problem_from_validation_errors"]
+__all__ = [
+    "FieldError",
+    "Problem",
+    "field_path",
+    "pattern_in_words",
+    "problem_from_validation_errors",
+]
 
 # Where FastAPI says a value came from; not part of the field's path inside the body.
 _SOURCES = frozenset({"body", "query", "path", "header", "cookie"})
@@ -74,7 +80,55 @@ _WORDS = {
     "dict_type": "expected a JSON object",
     "model_type": "expected a JSON object",
     "list_type": "expected a JSON array",
+    "int_from_float": "expected a whole number",
 }
+
+
+# A pattern a field must match → what a value of that form is, in words (``pattern_in_words``).
+_PATTERN_WORDS: dict[str, str] = {}
+
+
+def pattern_in_words(pattern: str, words: str) -> str:
+    """``pattern``, remembered with ``words`` (what a matching value is: "an email address such
+    as ann@example.com") for the error of a value that does not match: the field's constraint
+    declares both where it is defined, and no client ever reads a regular expression."""
+    _PATTERN_WORDS[pattern] = words
+    return pattern
+
+
+def _plural(count: object, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _in_words(kind: str, ctx: Mapping[str, Any]) -> str | None:
+    """The message of a constraint's error (a pattern, a length, a bound, a choice) in words,
+    with the constraint's own figures; None for another error."""
+    if kind == "string_pattern_mismatch":
+        words = _PATTERN_WORDS.get(str(ctx.get("pattern")))
+        return f"must be {words}" if words else "is not in the expected form"
+    if kind == "string_too_short":
+        least = ctx.get("min_length")
+        return (
+            "must not be empty" if least == 1 else f"must be at least {_plural(least, 'character')}"
+        )
+    if kind == "string_too_long":
+        return f"must be at most {_plural(ctx.get('max_length'), 'character')}"
+    if kind == "too_short":
+        return f"must hold at least {_plural(ctx.get('min_length'), 'item')}"
+    if kind == "too_long":
+        return f"must hold at most {_plural(ctx.get('max_length'), 'item')}"
+    bounds = {
+        "greater_than_equal": ("ge", "must be {} or more"),
+        "less_than_equal": ("le", "must be {} or less"),
+        "greater_than": ("gt", "must be more than {}"),
+        "less_than": ("lt", "must be less than {}"),
+    }
+    if kind in bounds:
+        key, words = bounds[kind]
+        return words.format(ctx.get(key))
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx.get('expected')}"
+    return None
 
 
 def _known_fields(model: type[BaseModel] | None, loc: Sequence[int | str]) -> list[str]:
@@ -113,6 +167,9 @@ def _message(error: Mapping[str, Any], model: type[BaseModel] | None = None) -> 
         return f"is not a known field{hint}"
     if kind in _WORDS:
         return _WORDS[str(kind)]
+    constraint = _in_words(str(kind), error.get("ctx") or {})
+    if constraint is not None:
+        return constraint
     message = str(error.get("msg", "invalid value"))
     message = message.replace("Input should be ", "should be ")
     # pydantic prefixes errors raised by validators; the prefix tells a client nothing.

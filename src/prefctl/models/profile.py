@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator
 
 from prefctl.models._base import Timestamp, WireModel, strict_model
+from prefctl.models.problem import pattern_in_words
 
 __all__ = [
     "CONTACT_REF_KINDS",
@@ -55,15 +56,50 @@ Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 PersonName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 EmailAddress = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+    StringConstraints(
+        strip_whitespace=True,
+        max_length=254,
+        pattern=pattern_in_words(
+            r"^[^@\s]+@[^@\s]+\.[^@\s]+$", "an email address such as ann@example.com"
+        ),
+    ),
 ]
 # Digits with an optional leading +, and the separators people type; at least 4 characters.
 PhoneNumberText = Annotated[
-    str, StringConstraints(strip_whitespace=True, pattern=r"^\+?[0-9][0-9 ().-]{3,31}$")
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        pattern=pattern_in_words(
+            r"^\+?[0-9][0-9 ().-]{3,31}$",
+            "a phone number such as +44 20 7946 0958 (4 to 32 digits, spaces, dots, dashes"
+            " or brackets, starting with a digit or +)",
+        ),
+    ),
 ]
-CountryCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")]  # ISO 3166-1 alpha-2
-Locale = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]  # BCP 47
-ContactRef = Annotated[str, StringConstraints(pattern=r"^(Email|Phone|Address):\S.*$")]
+CountryCode = Annotated[  # ISO 3166-1 alpha-2
+    str,
+    StringConstraints(
+        pattern=pattern_in_words(r"^[A-Z]{2}$", "a two-letter country code in capitals, such as GB")
+    ),
+]
+Locale = Annotated[  # BCP 47
+    str,
+    StringConstraints(
+        pattern=pattern_in_words(
+            r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$",
+            "a language tag such as en or en-GB (the language in lower case first)",
+        )
+    ),
+]
+ContactRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=pattern_in_words(
+            r"^(Email|Phone|Address):\S.*$",
+            "a contact of the profile: Email:<Address>, Phone:<Number> or Address:<Type>",
+        )
+    ),
+]
 Scalar = str | int | float | bool
 
 PreferenceStatus = Literal["OptIn", "OptOut"]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.errors import UsageError
+from prefctl.private_files import os_reason
 
 __all__ = ["FaultAction", "FaultPlan", "FaultState", "FaultStep", "load_plan", "plan_from_options"]
 
@@ -198,7 +199,7 @@ def load_plan(path: Path) -> FaultPlan:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise UsageError(f"cannot read {where}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {where}: {os_reason(exc)}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{where} is not valid TOML: {exc}") from None
     unknown = [key for key in data if key not in ("steps", "after")]

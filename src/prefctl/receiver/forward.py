@@ -77,8 +77,12 @@ class Forwarder:
             response = await self._client.post(self.url, content=body, headers=passed)
         except httpx.TimeoutException:
             return self._failed(504, started, f"no answer within {self.timeout:g} s")
-        except httpx.HTTPError as exc:
-            return self._failed(502, started, f"{type(exc).__name__}: {exc}".rstrip(": "))
+        except httpx.TransportError as exc:
+            from prefctl.auth.token_client import cannot_reach
+
+            return self._failed(502, started, cannot_reach(self.url, exc))
+        except httpx.HTTPError:  # an answer that cannot be read (a broken gzip)
+            return self._failed(502, started, "answered in a form that cannot be read")
         if not 200 <= response.status_code <= 599:
             return self._failed(502, started, f"answered an unusable status {response.status_code}")
         latency = _ms_since(started)

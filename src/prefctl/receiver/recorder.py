@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from prefctl.errors import PrefctlError, UsageError
-from prefctl.private_files import lock_open_file
+from prefctl.private_files import lock_open_file, os_reason
 from prefctl.receiver.pump import BackgroundWriter
 from prefctl.receiver.verdict import JSON_OPTIONS, Kind, Verdict, writable
 from prefctl.webhooks.signature import HEADER_NAME
@@ -150,7 +150,7 @@ class Recorder:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise UsageError(f"cannot write the recording {path}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write the recording {path}: {os_reason(exc)}") from None
         # Two receivers recording into one file would overwrite each other's lines: the second
         # is refused before it truncates the first one's recording (the lock goes with the fd).
         # Not for /dev/stdout or a pipe, which nothing truncates.

@@ -73,10 +73,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), backlog=2048, reuse_port=False)
     except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {reason}", hint="choose another --port or --host"
-        ) from None
+        from prefctl.servers.server import cannot_listen
+
+        raise cannot_listen(host, port, exc) from None
 
 
 def check_certificate_host(config: ReceiverConfig) -> None:
@@ -131,7 +130,12 @@ def uvicorn_config(
     try:
         config.load()
     except (OSError, ssl.SSLError) as exc:
-        raise UsageError(f"cannot load the TLS certificate, key or CA: {exc}") from None
+        from prefctl.private_files import os_reason
+
+        for path in (tls_cert, tls_key, client_ca):
+            if path is not None and not path.is_file():
+                raise UsageError(f"{path} does not exist or is not a file") from None
+        raise UsageError(f"cannot load the TLS certificate, key or CA: {os_reason(exc)}") from None
     return config
 
 

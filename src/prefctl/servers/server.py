@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import uvicorn
 
+    from prefctl.errors import UsageError
     from prefctl.servers.connections import ConnectionRegistry
 
 
@@ -51,6 +52,38 @@ def exposure(host: str) -> str | None:
     return (
         f"--host {shown} is not a loopback address: other machines can reach this server "
         f"on {reach}; it is meant for this machine"
+    )
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> UsageError:
+    """Why ``host:port`` cannot be listened on, in words (exit 2): a port in use, an address
+    this machine does not have, a port below 1024 without the right to it."""
+    import errno
+
+    from prefctl.errors import UsageError
+
+    where = f"[{host}]" if ":" in host else host or "every interface"
+    if exc.errno == errno.EADDRINUSE:
+        return UsageError(
+            f"port {port} on {where} is already in use (another program is listening there)",
+            hint="choose another with --port",
+        )
+    if exc.errno == errno.EACCES:
+        return UsageError(
+            f"port {port} on {where} needs administrator rights (ports below 1024 do)",
+            hint="choose a port from 1024 up with --port",
+        )
+    if isinstance(exc, socket.gaierror) or (exc.errno or 0) < 0:  # the resolver's codes
+        return UsageError(f"cannot listen on {where}: no such host name", hint="check --host")
+    if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return UsageError(
+            f"cannot listen on {where}: it is not an address of this machine",
+            hint="check --host (127.0.0.1 listens on this machine only)",
+        )
+    # socket.create_server adds "(while attempting to bind on address …)": the message says it.
+    reason = (exc.strerror or type(exc).__name__).split(" (while attempting")[0].lower()
+    return UsageError(
+        f"cannot listen on port {port} of {where}: {reason}", hint="check --host and --port"
     )
 
 

@@ -34,10 +34,28 @@ COLORS = {
     "dead_lettered": "#9333ea",
 }
 _BACKLOG = "#0f766e"
-_PROBATION = "#fde68a"
+# An outage is a solid pink band; probation, which usually overlaps it, amber stripes over it, so
+# that both show where they overlap (a blend of two solid bands showed neither colour).
 _OUTAGE = "#fecaca"
-_W, _H = 880, 260  # chart size
-_L, _R, _T, _B = 64, 16, 14, 34  # margins
+_PROBATION = "#94a3b8"
+_HATCH_ID = "probation-hatch"
+_HATCH_SIZE, _HATCH_LINE = 8, 2.5
+_HATCH = (
+    "<svg width='0' height='0' style='position:absolute' aria-hidden='true'><defs>"
+    f"<pattern id='{_HATCH_ID}' width='{_HATCH_SIZE}' height='{_HATCH_SIZE}' "
+    "patternUnits='userSpaceOnUse' patternTransform='rotate(45)'>"
+    f"<rect width='{_HATCH_LINE}' height='{_HATCH_SIZE}' fill='{_PROBATION}'/></pattern>"
+    "</defs></svg>"
+)
+# The legend's swatch of each kind of band, drawn as the band is.
+_SWATCHES = {
+    "outage": _OUTAGE,
+    "probation": f"repeating-linear-gradient(135deg,{_PROBATION} 0 {_HATCH_LINE}px,"
+    f"transparent {_HATCH_LINE}px {_HATCH_SIZE}px)",
+}
+_W, _H = 880, 274  # chart size
+_L, _R, _T, _B = 64, 16, 14, 48  # margins: the time ticks, then the axis title, below
+X_TITLE = "time since the start of the run (on the simulated clock)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +121,7 @@ def render_html(report: dict[str, Any], outages: Sequence[Outage] = ()) -> str:
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body><main>{''.join(sections)}</main></body></html>\n"
+        f"<body>{_HATCH}<main>{''.join(sections)}</main></body></html>\n"
     )
 
 
@@ -141,21 +159,25 @@ def _summary(report: dict[str, Any]) -> str:
 class _Band:
     start: float
     end: float
-    color: str
+    kind: str  # "outage" or "probation"
     label: str
+
+    @property
+    def fill(self) -> str:
+        return _OUTAGE if self.kind == "outage" else f"url(#{_HATCH_ID})"
 
 
 def _bands(report: dict[str, Any], outages: Sequence[Outage]) -> list[_Band]:
     end_of_run = float(report["run"]["minutes"])
     bands = [
-        _Band(o.start_minute, o.end_minute, _OUTAGE, f"outage of {o.subscription} ({o.status})")
+        _Band(o.start_minute, o.end_minute, "outage", f"outage of {o.subscription} ({o.status})")
         for o in outages
     ]
     for period in report["probation"]:
         end = period["end_minute"] if period["end_minute"] is not None else end_of_run
         label = f"probation of {period['subscription']}"
-        bands.append(_Band(period["start_minute"], end, _PROBATION, label))
-    return bands
+        bands.append(_Band(period["start_minute"], end, "probation", label))
+    return bands  # outages first: probation's stripes are drawn over them
 
 
 class _Plot:
@@ -176,9 +198,9 @@ class _Plot:
         for band in bands:
             x0, x1 = self.x(band.start), self.x(band.end)
             parts.append(
-                f"<rect class='band' data-series='band' data-start='{band.start}' "
-                f"data-end='{band.end}' x='{x0:.1f}' y='{_T}' width='{max(x1 - x0, 1):.1f}' "
-                f"height='{_H - _T - _B}' fill='{band.color}' opacity='0.6'>"
+                f"<rect class='band' data-series='band' data-kind='{band.kind}' "
+                f"data-start='{band.start}' data-end='{band.end}' x='{x0:.1f}' y='{_T}' "
+                f"width='{max(x1 - x0, 1):.1f}' height='{_H - _T - _B}' fill='{band.fill}'>"
                 f"<title>{escape(band.label)}: {_minutes(band.start)} → {_minutes(band.end)}"
                 "</title></rect>"
             )
@@ -196,6 +218,10 @@ class _Plot:
                 f"<text x='{x:.1f}' y='{_H - _B + 16}' class='tick' text-anchor='middle'>"
                 f"{_minutes(minute)}</text>"
             )
+        parts.append(
+            f"<text x='{(_L + _W - _R) / 2}' y='{_H - 4}' class='axis x-title' "
+            f"text-anchor='middle'>{X_TITLE}</text>"
+        )
         parts.append(
             f"<text x='14' y='{_T + (_H - _T - _B) / 2}' class='axis' text-anchor='middle' "
             f"transform='rotate(-90 14 {_T + (_H - _T - _B) / 2})'>{escape(y_label)}</text>"
@@ -356,14 +382,16 @@ def _settings_table(report: dict[str, Any]) -> str:
 
 def _legend(items: Iterable[tuple[str, str]]) -> str:
     entries = "".join(
-        f"<span><i style='background:{color}'></i>{escape(label)}</span>" for color, label in items
+        f"<span data-kind='{escape(label)}'><i style='background:{color}'></i>"
+        f"{escape(label)}</span>"
+        for color, label in items
     )
     return f"<div class='legend'>{entries}</div>"
 
 
 def _band_legend(bands: Sequence[_Band]) -> list[tuple[str, str]]:
-    kinds = {band.color for band in bands}
-    return [(c, n) for c, n in ((_OUTAGE, "outage"), (_PROBATION, "probation")) if c in kinds]
+    kinds = {band.kind for band in bands}
+    return [(_SWATCHES[kind], kind) for kind in ("outage", "probation") if kind in kinds]
 
 
 # -- numbers ----------------------------------------------------------------------------------

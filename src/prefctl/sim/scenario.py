@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from prefctl.errors import UsageError
+from prefctl.private_files import os_reason
 from prefctl.sim._reader import REQUIRED, Reader, Table
 from prefctl.sim._toml_lines import KeyLines, KeyPath
 
@@ -161,7 +162,7 @@ def load_scenario(path: Path) -> Scenario:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot read the scenario {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read the scenario {path}: {os_reason(exc)}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: the scenario is not UTF-8 text") from None
     return parse_scenario(text, source=str(path))

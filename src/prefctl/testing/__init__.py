@@ -172,7 +172,7 @@ def _started(fixture: str, start: Callable[[], _T]) -> _T:
     try:
         return start()
     except PrefctlError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
+        hint = f"; {exc.hint}" if exc.hint else ""
         reason = f"{fixture} could not start: {exc}{hint}"
     # Outside the except block: the report shows this one line, not the error it replaces.
     pytest.fail(reason, pytrace=False)

@@ -66,6 +66,34 @@ def test_create_profile_with_invalid_nested_value_names_its_wire_path(api: Api) 
     assert [error["field"] for error in problem["errors"]] == ["Emails[1].Address"]
 
 
+def test_create_profile_field_errors_say_in_words_what_the_field_must_be(api: Api) -> None:
+    body = {
+        "CustomerName": {"FirstName": ""},
+        "Emails": [{"Address": "not-an-email"}],
+        "Addresses": [{"Type": "Home", "Line1": "1 Main St", "CountryCode": "gb"}],
+        "Consents": [{"ConsentType": "Terms", "Locale": "EN", "ConsentStatus": "Yes"}],
+        "CustomFields": [{"Name": "x" * 201, "Value": 1}],
+    }
+
+    problem = assert_problem(api.post("/profiles", json=body), 400)
+
+    assert {error["field"]: error["message"] for error in problem["errors"]} == {
+        "CustomerName.FirstName": "must not be empty",
+        "Emails[0].Address": "must be an email address such as ann@example.com",
+        "Addresses[0].CountryCode": "must be a two-letter country code in capitals, such as GB",
+        "Consents[0].Locale": "must be a language tag such as en or en-GB (the language in lower"
+        " case first)",
+        "Consents[0].ConsentStatus": "must be 'Granted', 'Denied', 'Revoked' or 'NotSet'",
+        "CustomFields[0].Name": "must be at most 200 characters",
+    }
+
+
+def test_search_profiles_with_a_limit_out_of_range_says_the_bound(api: Api) -> None:
+    problem = assert_problem(api.get("/profiles", params={"limit": 0}), 400)
+
+    assert problem["errors"] == [{"field": "limit", "message": "must be 1 or more"}]
+
+
 def test_create_profile_with_malformed_json_is_400(api: Api) -> None:
     answer = api.post(
         "/profiles", content=b'{"Tags": [', headers={"Content-Type": "application/json"}

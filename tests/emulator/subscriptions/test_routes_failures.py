@@ -60,7 +60,7 @@ def test_handshake_answered_202_fails_with_the_reason_in_get(api: httpx.Client) 
 def test_handshake_refused_connection_fails(api: httpx.Client) -> None:
     created = api.post("/subscriptions", json=body(f"http://127.0.0.1:{free_port()}/h")).json()
     failed = wait_for_state(api, created["Id"], "Failed")
-    assert "connection failed" in failed["ProvisioningError"]
+    assert "nothing is listening at" in failed["ProvisioningError"]
 
 
 def test_manual_validation_not_done_fails_after_five_minutes(

@@ -14,9 +14,10 @@ import httpx
 
 from prefctl import __version__
 from prefctl.auth.http_policy import is_loopback
-from prefctl.auth.token_client import tls_host_mismatch
+from prefctl.auth.token_client import cannot_reach, tls_host_mismatch, transport_error_reason
 from prefctl.clock import Clock, utc_timestamp
 from prefctl.errors import ConfigError, UnreachableError
+from prefctl.private_files import os_reason
 from prefctl.receiver.conformance.listener import ValidationListener
 from prefctl.receiver.conformance.report import (
     CASE_NAMES,
@@ -71,7 +72,7 @@ def _tls_context(config: CheckConfig) -> ssl.SSLContext | bool:
             )
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(
-                f"cannot use the client certificate {config.client_cert}: {exc}",
+                f"cannot use the client certificate {config.client_cert}: {os_reason(exc)}",
                 hint="pass a PEM certificate with --client-cert and its key with --client-key",
             ) from None
     return context
@@ -169,9 +170,9 @@ class _Suite:
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             if not self.reached:
                 raise UnreachableError(
-                    f"cannot reach {self.config.url}: {_describe(exc)}", hint=_unreached_hint(exc)
+                    cannot_reach(self.config.url, exc), hint=_unreached_hint(exc)
                 ) from None
-            return _Answer(None, b"", f"connection failed: {exc}")
+            return _Answer(None, b"", f"connection failed: {transport_error_reason(exc)}")
         except httpx.TimeoutException:
             self.reached = True
             self.timeouts += 1
@@ -179,12 +180,12 @@ class _Suite:
         except httpx.TransportError as exc:
             if not self.reached and self._maybe_wants_client_certificate(exc):
                 raise UnreachableError(
-                    f"{self.config.url} closed the connection without answering: {exc}",
+                    f"{self.config.url} closed the connection without answering",
                     hint="it may require a client certificate (mTLS): pass --client-cert FILE "
                     "and --client-key FILE",
                 ) from None
             self.reached = True
-            return _Answer(None, b"", f"request failed: {exc}")
+            return _Answer(None, b"", f"request failed: {transport_error_reason(exc)}")
         self.reached = True
         latency = self.clock.monotonic() - start
         self.latencies.append(latency)
@@ -414,13 +415,6 @@ def _duration(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.1f} s"
     return f"{seconds * 1000:.0f} ms"
-
-
-def _describe(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        return "its TLS certificate is not trusted"
-    return text
 
 
 def _unreached_hint(exc: BaseException) -> str:
