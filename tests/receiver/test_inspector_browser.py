@@ -318,7 +318,7 @@ def test_inspector_search_finds_by_event_id_profile_id_and_body_text(
         ids = set()
         for row in page.find_elements("css selector", "#rows tr"):
             cells = row.find_elements("tag name", "td")
-            ids.add(cells[3].get_attribute("title"))
+            ids.add(str(cells[3].get_attribute("title")))
         return ids
 
     for query, expected in (
