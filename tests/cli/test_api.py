@@ -65,6 +65,11 @@ def test_api_paginate_follows_next_cursor_into_one_array(emulator: RunningEmulat
     assert paged.exit_code == 0, paged.stderr
     assert paged.stdout.count("\n") == 1
     assert [p["ProfileId"] for p in paged.json] == [p["ProfileId"] for p in whole]
+    # with -i, each page's status line and headers come first, then the one array
+    included = run_cli("api", "GET", "profiles?limit=2", "--paginate", "-i")
+    pages = -(-len(whole) // 2)
+    assert included.stdout.count("HTTP/1.1 200 OK\n") in (pages, pages + 1)
+    assert json.loads(included.stdout.rsplit("\n\n", 1)[1]) == paged.json
     # a route that does not page prints its answer unchanged
     assert (
         run_cli("api", "GET", "programs", "--paginate").json

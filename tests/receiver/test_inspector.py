@@ -287,3 +287,23 @@ def test_inspector_resend_posts_the_recorded_request_to_the_handler() -> None:
             assert resent.body is not None
             assert json.loads(resent.body)["Data"] == {"Email": "a@example.com"}
             assert resent.signature == "unverified"
+
+
+def test_inspector_resend_to_a_handler_that_is_down_says_why() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
+    config = ReceiverConfig(port=0, credentials=CREDS, ui=True, forward_to=closed)
+    with start_in_thread(config) as receiver:
+        conn = http.client.HTTPConnection("127.0.0.1", receiver.port, timeout=10)
+        try:
+            assert _post(conn, "/webhooks", {"EventType": "profile.updated", "EventId": "e"}) == 502
+        finally:
+            conn.close()
+        receiver.wait_for(1)
+        status, answer = _post_raw(receiver, "/_prefctl/api/requests/1/resend")
+    assert status == 200
+    assert (answer["target"], answer["status"]) == (closed, None)
+    assert answer["error"]
