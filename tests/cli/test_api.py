@@ -159,3 +159,30 @@ def test_api_paths_are_normalised_and_kept_under_api_url(emulator: RunningEmulat
         assert result.stderr.count("\n") <= 2, result.stderr
     query_with_url = run_cli("api", "GET", "profiles?email=http://x@example.com")
     assert query_with_url.exit_code == 0, query_with_url.stderr
+
+
+def test_api_imports_jq_only_when_jq_is_given(emulator: RunningEmulator) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from prefctl.cli.app import run\n"
+        "code = run(sys.argv[1:])\n"
+        "print('jq loaded' if 'jq' in sys.modules else 'jq not loaded', file=sys.stderr)\n"
+    )
+
+    def loaded(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", script, "api", "GET", "programs", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+            check=False,
+        )
+        return result.stderr.strip().splitlines()[-1]
+
+    assert loaded() == "jq not loaded"
+    assert loaded("--jq", "length") == "jq loaded"
