@@ -1,10 +1,12 @@
 """Take the docs' screenshots: the inspector of `prefctl receive --ui` and a `simulate --html` report.
 
-    .venv/bin/python scripts/screenshots.py
+    .venv/bin/python scripts/screenshots.py                 # both
+    .venv/bin/python scripts/screenshots.py receive-ui      # or only the one named
 
 Writes docs/images/receive-ui.png and docs/images/simulate-html.png, with the headless Chromium
 of the browser tests (tests/browser.py: Debian's chromium and chromedriver, nothing downloaded).
-The receiver runs on a free port of 127.0.0.1 and gets a handful of made-up deliveries.
+The receiver runs on a free port of 127.0.0.1, forwarding to a second one as its handler, and gets
+a handful of made-up deliveries; the shot is at 1280 px, with one request open and resent.
 """
 
 from __future__ import annotations
@@ -98,19 +100,36 @@ def _deliveries(receiver: RunningReceiver) -> None:
 
 
 def inspector() -> None:
-    config = ReceiverConfig(port=0, credentials=CREDS, ui=True)
-    with start_in_thread(config) as receiver, chrome(1500, 860) as driver:
-        driver.get(receiver.url + "/_prefctl/")
-        _deliveries(receiver)
-        driver.implicitly_wait(3)
-        rows = driver.find_elements("css selector", "#rows tr")
-        target = next(row for row in rows if "contacts.email.updated" in row.text)
-        target.click()
-        driver.find_element("css selector", "#diff-data .changed")
-        errors = console_errors(driver)
-        if errors:
-            raise SystemExit(f"console errors: {errors}")
-        driver.save_screenshot(str(IMAGES / "receive-ui.png"))
+    handler = ReceiverConfig(port=0, verify=False)
+    with start_in_thread(handler) as forward_to:
+        config = ReceiverConfig(
+            port=0, credentials=CREDS, ui=True, forward_to=forward_to.webhook_url
+        )
+        with start_in_thread(config) as receiver, chrome(1280, 860) as driver:
+            driver.get(receiver.url + "/_prefctl/")
+            _deliveries(receiver)
+            _shoot_inspector(driver)
+
+
+def _shoot_inspector(driver: Any) -> None:
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    driver.implicitly_wait(3)
+
+    def email_row(d: Any) -> Any:
+        rows = d.find_elements("css selector", "#rows tr")
+        return len(rows) == 9 and next(r for r in rows if "contacts.email.updated" in r.text)
+
+    WebDriverWait(driver, 10).until(email_row).click()
+    driver.find_element("css selector", "#diff-data .changed")
+    driver.find_element("id", "resend").click()
+    WebDriverWait(driver, 10).until(
+        lambda d: "answered" in d.find_element("id", "action-status").text
+    )
+    errors = console_errors(driver)
+    if errors:
+        raise SystemExit(f"console errors: {errors}")
+    driver.save_screenshot(str(IMAGES / "receive-ui.png"))
 
 
 def simulate_report() -> None:
@@ -131,11 +150,20 @@ def simulate_report() -> None:
             driver.save_screenshot(str(IMAGES / "simulate-html.png"))
 
 
+SHOTS = {"receive-ui": inspector, "simulate-html": simulate_report}
+
+
 def main() -> None:
+    names = sys.argv[1:] or list(SHOTS)
+    unknown = [name for name in names if name not in SHOTS]
+    if unknown:
+        raise SystemExit(
+            f"no screenshot named {', '.join(unknown)}; choose from {', '.join(SHOTS)}"
+        )
     IMAGES.mkdir(parents=True, exist_ok=True)
-    inspector()
-    simulate_report()
-    print(f"written: {IMAGES / 'receive-ui.png'}, {IMAGES / 'simulate-html.png'}")
+    for name in names:
+        SHOTS[name]()
+    print("written: " + ", ".join(str(IMAGES / f"{name}.png") for name in names))
 
 
 if __name__ == "__main__":

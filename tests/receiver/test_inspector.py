@@ -202,3 +202,108 @@ def test_receive_ready_line_names_the_inspector_page() -> None:
         process.wait(10)
     url = lines[1].split("inspector page: ", 1)[1].strip()
     assert urlsplit(url).path == "/_prefctl/"
+
+
+def _post_raw(receiver: RunningReceiver, path: str, body: bytes = b"{}") -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", receiver.port, timeout=30)
+    try:
+        conn.request("POST", path, body, {"content-type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "text", ["%C2%B2", "%D9%A1", "-1", "0", "1e3", "+1", "%201", "1.0", "9" * 30, "1/x"]
+)
+def test_inspector_request_ids_that_are_not_ascii_numbers_answer_404(
+    receiver: RunningReceiver, text: str
+) -> None:
+    _deliver(receiver, 1)
+    status, _, body = _get(receiver, f"/_prefctl/api/requests/{text}")
+    assert status == 404
+    assert "error" in json.loads(body)
+    assert _get(receiver, "/_prefctl/api/requests/1")[0] == 200  # still serving
+
+
+def test_inspector_curl_redacts_the_signature_unless_asked(receiver: RunningReceiver) -> None:
+    import shlex
+
+    _deliver(receiver, 1, Data={"Name": "O'Hara"})
+    status, _, body = _get(receiver, "/_prefctl/api/requests/1/curl")
+    assert status == 200
+    words = shlex.split(json.loads(body)["curl"])
+    assert words[:4] == ["curl", "-X", "POST", f"http://127.0.0.1:{receiver.port}/webhooks"]
+    header = next(w for w in words if w.lower().startswith("service-webhook:"))
+    assert header.endswith("Signature=REDACTED")
+    assert json.loads(words[-1])["Data"] == {"Name": "O'Hara"}
+    assert not any(w.lower().startswith(("host:", "content-length:")) for w in words)
+    signed = json.loads(_get(receiver, "/_prefctl/api/requests/1/curl?signature=1")[2])["curl"]
+    assert "REDACTED" not in signed
+    assert _get(receiver, "/_prefctl/api/requests/1/resend")[0] == 405
+
+
+@pytest.mark.parametrize("receiver", [{"redact": True}], indirect=True)
+def test_inspector_with_redact_never_gives_the_signature_or_the_body(
+    receiver: RunningReceiver,
+) -> None:
+    _deliver(receiver, 1, Data={"Email": "jane.doe@example.com"})
+    body = _get(receiver, "/_prefctl/api/requests/1/curl?signature=1")[2]
+    assert b"REDACTED" in body
+    assert b"jane.doe" not in body
+    assert json.loads(_get(receiver, "/_prefctl/api/search?q=jane.doe")[2])["seqs"] == []
+
+
+def test_inspector_search_finds_bodies_ignoring_case(receiver: RunningReceiver) -> None:
+    _deliver(receiver, 2, Data={"Email": "Needle@Example.com"})
+    _deliver(receiver, 1, Data={"Email": "other@example.com"})
+    status, _, body = _get(receiver, "/_prefctl/api/search?q=needle%40example")
+    assert status == 200
+    assert json.loads(body)["seqs"] == [1, 2]
+    assert _get(receiver, "/_prefctl/api/search?q=")[0] == 400
+
+
+def test_inspector_resend_without_a_forward_target_is_refused(receiver: RunningReceiver) -> None:
+    _deliver(receiver, 1)
+    status, answer = _post_raw(receiver, "/_prefctl/api/requests/1/resend")
+    assert status == 409
+    assert "--forward-to" in answer["error"]
+    assert _post_raw(receiver, "/_prefctl/api/requests/99/resend")[0] == 404
+
+
+def test_inspector_resend_posts_the_recorded_request_to_the_handler() -> None:
+    handler_config = ReceiverConfig(port=0, verify=False, ui=True)  # ui: it keeps the bodies
+    with start_in_thread(handler_config) as handler:
+        config = ReceiverConfig(port=0, credentials=CREDS, ui=True, forward_to=handler.webhook_url)
+        with start_in_thread(config) as receiver:
+            _deliver(receiver, 1, Data={"Email": "a@example.com"})
+            handler.wait_for(1)
+            status, answer = _post_raw(receiver, "/_prefctl/api/requests/1/resend")
+            assert status == 200
+            assert (answer["target"], answer["status"]) == (handler.webhook_url, 200)
+            assert answer["latency_ms"] >= 0
+            resent = handler.wait_for(1)[0]
+            assert resent.body is not None
+            assert json.loads(resent.body)["Data"] == {"Email": "a@example.com"}
+            assert resent.signature == "unverified"
+
+
+def test_inspector_resend_to_a_handler_that_is_down_says_why() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
+    config = ReceiverConfig(port=0, credentials=CREDS, ui=True, forward_to=closed)
+    with start_in_thread(config) as receiver:
+        conn = http.client.HTTPConnection("127.0.0.1", receiver.port, timeout=10)
+        try:
+            assert _post(conn, "/webhooks", {"EventType": "profile.updated", "EventId": "e"}) == 502
+        finally:
+            conn.close()
+        receiver.wait_for(1)
+        status, answer = _post_raw(receiver, "/_prefctl/api/requests/1/resend")
+    assert status == 200
+    assert (answer["target"], answer["status"]) == (closed, None)
+    assert answer["error"]

@@ -147,18 +147,22 @@ class ApiClient:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        """Send one request (``body`` as JSON of ``content_type``), repeated as ``RetryPolicy``
-        allows; the response if it is 2xx."""
+        """Send one request (``body`` as JSON of ``content_type``, with any extra ``headers``),
+        repeated as ``RetryPolicy`` allows; the response if it is 2xx."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        headers: dict[str, str] = {}
+        sent = dict(headers or {})
         content: bytes | None = None
         if body is not None:
             content = encode_body(body)
-            headers["Content-Type"] = content_type
+            sent["Content-Type"] = content_type
 
         def send() -> httpx.Response:
-            return self._http.request(method, path, params=query, content=content, headers=headers)
+            # params=None keeps a query written in ``path`` (httpx replaces it with any params)
+            return self._http.request(
+                method, path, params=query or None, content=content, headers=sent
+            )
 
         try:
             response, retried = self.retry.send(send, method)

@@ -12,8 +12,18 @@ and JavaScript, no build step, nothing from a CDN). Its data:
 - ``GET /_prefctl/api/requests/N``: request N as ``--record`` writes it (headers, body, verdict),
   with the ``Service-Webhook`` header parsed into Timestamp and Signature, while it is among the
   last ``KEEP`` requests.
+- ``GET /_prefctl/api/requests/N/curl``: request N as a ``curl`` command line aimed at this
+  receiver; the ``Service-Webhook`` Signature reads ``REDACTED`` unless ``?signature=1`` (never
+  with ``--redact``).
+- ``POST /_prefctl/api/requests/N/resend``: request N sent again, as recorded, to the
+  ``--forward-to`` handler (409 without one; at most ``MAX_RESENDS`` at once, each within the
+  forwarding timeout); the answer is the handler's status, latency and first bytes.
+- ``GET /_prefctl/api/search?q=TEXT``: the sequence numbers of kept requests whose body contains
+  TEXT (ASCII case ignored; with ``--redact``, the masked body is searched).
 - ``GET``/``POST /_prefctl/api/faults``: the fault plan, and changing it (answer the next N with a
   status, add a delay, back to normal): the same ``FaultState`` the fault flags set.
+
+A request number is ASCII digits only: anything else (``²``, ``-1``, ``1e3``) is a 404.
 
 The inspector is a verdict sink like the recorder: it runs in the verdict pump, off the request
 path, and with no page open it only appends each batch to a bounded ring. It serves personal data,
@@ -29,6 +39,8 @@ import asyncio
 import dataclasses
 import hmac
 import random
+import re
+import shlex
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
@@ -40,7 +52,8 @@ import orjson
 from prefctl.errors import UsageError
 from prefctl.hosts import is_loopback
 from prefctl.receiver.faults import FaultState, plan_from_options
-from prefctl.receiver.recorder import record_line
+from prefctl.receiver.forward import _HOP_HEADERS
+from prefctl.receiver.recorder import record_line, record_of
 from prefctl.receiver.verdict import JSON_OPTIONS, Verdict, json_lines, writable
 from prefctl.webhooks.signature import HEADER_NAME, SignatureError, parse_header
 
@@ -59,6 +72,10 @@ MAX_STREAMS = 16
 HEARTBEAT_SECONDS = 15.0
 MAX_POST_BYTES = 4096
 SIGNATURE_SHOWN = 12  # characters of a Signature the page shows (it could be replayed)
+MAX_RESENDS = 4  # resends under way at once
+MAX_SEARCH = 200  # characters of a search
+_SEQ = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also takes "²"
+_SIGNATURE_VALUE = re.compile(r"(Signature=)[^,]*", re.IGNORECASE)
 
 _STATIC = {
     "": ("index.html", b"text/html; charset=utf-8"),
@@ -103,6 +120,7 @@ class Inspector:
         self._faults_version = 0
         self.total = 0  # requests seen (the sequence number of the newest)
         self._streams = 0
+        self._resending = 0
         self._files: dict[str, bytes] = {}
 
     def attach(self, app: ReceiverApp, *, should_stop: Callable[[], bool]) -> None:
@@ -175,8 +193,10 @@ class Inspector:
             await _respond(send, 200, body, content_type=content_type, extra=extra)
         elif name == "api/events" and method == "GET":
             await self._stream(receive, send)
-        elif name.startswith("api/requests/") and method == "GET":
-            await self._detail(send, name.removeprefix("api/requests/"))
+        elif name.startswith("api/requests/"):
+            await self._request(scope, headers, query, receive, send, name.split("/")[2:])
+        elif name == "api/search" and method == "GET":
+            await self._search(send, query.get("q", [""])[0])
         elif name == "api/faults" and method == "GET":
             await _respond(send, 200, orjson.dumps(self.fault_state()))
         elif name == "api/faults" and method == "POST":
@@ -197,12 +217,121 @@ class Inspector:
             return 403, "the inspector answers only at a loopback address (or with --ui-token)"
         return None
 
-    async def _detail(self, send: Send, text: str) -> None:
-        verdict = self._find(int(text)) if text.isdigit() and len(text) < 19 else None
-        if verdict is None:
-            await _respond(send, 404, _error("that request is no longer kept (the last 500 are)"))
+    async def _request(
+        self,
+        scope: Scope,
+        headers: dict[bytes, bytes],
+        query: dict[str, list[str]],
+        receive: Receive,
+        send: Send,
+        parts: list[str],
+    ) -> None:
+        """``api/requests/N``, ``…/N/curl`` and ``…/N/resend``."""
+        action = parts[1] if len(parts) == 2 else "" if len(parts) == 1 else None
+        allowed = {"": "GET", "curl": "GET", "resend": "POST"}.get(action or "")
+        if action is None or allowed is None:
+            await _respond(send, 404, _error("no inspector resource"))
             return
-        await _respond(send, 200, self.detail(int(text), verdict))
+        if scope["method"] != allowed:
+            await _respond(
+                send, 405, _error(f"use {allowed}"), extra=[(b"allow", allowed.encode())]
+            )
+            return
+        seq = int(parts[0]) if _SEQ.fullmatch(parts[0]) else 0
+        verdict = self._find(seq) if seq else None
+        if verdict is None:
+            what = "that request is no longer kept" if seq else "there is no such request"
+            await _respond(send, 404, _error(f"{what} (the last {KEEP} are kept)"))
+            return
+        if action == "":
+            await _respond(send, 200, self.detail(seq, verdict))
+        elif action == "curl":
+            host = headers.get(b"host", b"127.0.0.1").decode("latin-1")
+            base = f"{scope.get('scheme', 'http')}://{host}"
+            signature = query.get("signature", [""])[0] in ("1", "true", "yes")
+            command = self.curl(verdict, base_url=base, signature=signature)
+            await _respond(send, 200, orjson.dumps({"seq": seq, "curl": command}))
+        else:
+            if await _read_json_post(headers, receive, send) is not None:
+                await self._resend(send, seq, verdict)
+
+    def curl(self, verdict: Verdict, *, base_url: str, signature: bool = False) -> str:
+        """Request ``verdict`` as a ``curl`` command line to ``base_url``: its method, headers
+        (not the hop-by-hop ones) and body. The ``Service-Webhook`` Signature reads ``REDACTED``
+        unless ``signature`` (and never with ``--redact``, whose body is masked anyway)."""
+        words = ["curl", "-X", verdict.method, base_url + verdict.path]
+        for name, value in verdict.headers or ():
+            if name.lower() in _HOP_HEADERS:
+                continue
+            text = value.decode("latin-1")
+            if name.lower() == _SIGNATURE_HEADER and (self.redact or not signature):
+                text = _SIGNATURE_VALUE.sub(r"\1REDACTED", text)
+            words += ["-H", f"{name.decode('latin-1')}: {text}"]
+        if verdict.body:
+            if self.redact:
+                record = record_of(verdict, redact=True)
+                shown = record.get("body_text") or orjson.dumps(record["body"]).decode()
+            else:
+                shown = verdict.body.decode("utf-8", errors="replace")
+            words += ["--data-binary", shown]
+        return " ".join(shlex.quote(word) for word in words)
+
+    async def _resend(self, send: Send, seq: int, verdict: Verdict) -> None:
+        forwarder = self.app.forwarder if self.app is not None else None
+        if forwarder is None:
+            await _respond(
+                send, 409, _error("there is no handler to resend to: start with --forward-to URL")
+            )
+            return
+        if verdict.method != "POST" or verdict.headers is None:
+            await _respond(send, 409, _error("only a POST that was kept whole can be resent"))
+            return
+        if self._resending >= MAX_RESENDS:
+            await _respond(send, 429, _error(f"at most {MAX_RESENDS} resends at once"))
+            return
+        self._resending += 1
+        try:
+            answer = await forwarder.forward(list(verdict.headers), verdict.body or b"")
+        finally:
+            self._resending -= 1
+        result = answer.result
+        body = result.body
+        if self.redact and body:
+            body = orjson.loads(record_line(_with_forward(verdict, result), redact=True))[
+                "verdict"
+            ]["forward"]["body"]
+        shown = {
+            "seq": seq,
+            "target": forwarder.url,
+            "status": result.status,
+            "latency_ms": result.latency_ms,
+            "body": body,
+            "error": result.error,
+        }
+        await _respond(send, 200, orjson.dumps(shown))
+
+    async def _search(self, send: Send, text: str) -> None:
+        if not 1 <= len(text) <= MAX_SEARCH:
+            await _respond(send, 400, _error(f"search for 1 to {MAX_SEARCH} characters"))
+            return
+        await _respond(send, 200, orjson.dumps({"q": text, "seqs": self.search(text)}))
+
+    def search(self, text: str) -> list[int]:
+        """The sequence numbers of kept requests whose body holds ``text`` (ASCII case ignored;
+        with ``--redact``, in the masked recording)."""
+        needle = text.lower().encode("utf-8")
+        first = self.total - len(self._ring) + 1
+        found = []
+        for index, verdict in enumerate(self._ring):
+            body = verdict.body
+            if not body:
+                continue
+            if self.redact:
+                record = record_of(verdict, redact=True)
+                body = orjson.dumps([record["body"], record.get("body_text")])
+            if needle in body.lower():
+                found.append(first + index)
+        return found
 
     def detail(self, seq: int, verdict: Verdict) -> bytes:
         """Request ``seq`` as the page shows it: the recording, and the parsed signature header."""
@@ -339,33 +468,49 @@ class Inspector:
     async def _change_faults(
         self, headers: dict[bytes, bytes], receive: Receive, send: Send
     ) -> None:
-        # JSON only: a form post from another site cannot send it without a CORS preflight.
-        if headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json":
-            await _respond(send, 415, _error("send the change as application/json"))
+        change = await _read_json_post(headers, receive, send)
+        if change is None:
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            if len(body) > MAX_POST_BYTES:
-                await _respond(send, 413, _error("a fault change is a small JSON object"))
-                return
-            if not message.get("more_body", False):
-                break
         try:
-            change = orjson.loads(body)
-            if not isinstance(change, dict):
-                raise UsageError("send a JSON object")
             self.change_faults(change)
-        except orjson.JSONDecodeError:
-            await _respond(send, 400, _error("the body is not JSON"))
-            return
         except UsageError as exc:
             await _respond(send, 400, _error(exc.message))
             return
         await _respond(send, 200, orjson.dumps(self.fault_state()))
+
+
+def _with_forward(verdict: Verdict, result: Any) -> Verdict:
+    return dataclasses.replace(verdict, forward=result)
+
+
+async def _read_json_post(
+    headers: dict[bytes, bytes], receive: Receive, send: Send
+) -> dict[str, Any] | None:
+    """The small JSON object a page POSTs; None once an error has been answered."""
+    # JSON only: a form post from another site cannot send it without a CORS preflight.
+    if headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json":
+        await _respond(send, 415, _error("send the change as application/json"))
+        return None
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > MAX_POST_BYTES:
+            await _respond(send, 413, _error("a change is a small JSON object"))
+            return None
+        if not message.get("more_body", False):
+            break
+    try:
+        change = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        await _respond(send, 400, _error("the body is not JSON"))
+        return None
+    if not isinstance(change, dict):
+        await _respond(send, 400, _error("send a JSON object"))
+        return None
+    return change
 
 
 async def _disconnected(receive: Receive) -> None:

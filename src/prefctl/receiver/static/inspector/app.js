@@ -1,6 +1,7 @@
 // The inspector page of `prefctl receive --ui`. Plain JavaScript, no dependencies.
 // Data: Server-Sent Events from api/events (batches of the `prefctl receive -o json` lines),
-// request details from api/requests/N, the fault plan from api/faults.
+// request details from api/requests/N (…/curl, …/resend), body search from api/search, the
+// fault plan from api/faults.
 // Everything a request sent is shown with textContent, never parsed as HTML.
 "use strict";
 
@@ -12,9 +13,13 @@ const state = {
   total: 0,
   skipped: 0,
   paused: false,
-  selected: null,
+  selected: null, // the request shown in the detail pane
+  cursor: null, // the row j/k stand on
   types: new Set(),
   dirty: false,
+  query: "", // the search, lower case
+  bodyQuery: "", // the search api/search answered for
+  bodyMatches: new Set(), // seqs whose body holds bodyQuery
 };
 
 const $ = (id) => document.getElementById(id);
@@ -79,7 +84,8 @@ function setConnection(how) {
 }
 
 // -- filters ------------------------------------------------------------------------------------
-function passes(line) {
+function passes(record) {
+  const line = record.line;
   const type = $("filter-type").value;
   const verdict = $("filter-verdict").value;
   const status = $("filter-status").value;
@@ -89,7 +95,45 @@ function passes(line) {
   } else if (verdict && line.signature !== verdict) return false;
   if (status === "reset") return line.status === null;
   if (status && (line.status === null || String(line.status)[0] !== status)) return false;
-  return true;
+  return matches(record);
+}
+
+// The search: a substring of the EventId, ProfileId, EventType, path or signature reason, or of
+// the body (the receiver searches the bodies it keeps: api/search).
+function matches(record) {
+  const q = state.query;
+  if (!q) return true;
+  const line = record.line;
+  for (const field of [line.event_id, line.profile_id, line.event_type, line.path, line.reason, line.fault]) {
+    if (field !== null && field !== undefined && String(field).toLowerCase().includes(q)) return true;
+  }
+  return state.bodyQuery === q && state.bodyMatches.has(record.seq);
+}
+
+let searchTimer = null;
+function search() {
+  state.query = $("search").value.trim().toLowerCase();
+  render();
+  clearTimeout(searchTimer);
+  const q = state.query;
+  if (!q) {
+    $("search-note").textContent = "";
+    return;
+  }
+  $("search-note").textContent = "searching bodies…";
+  searchTimer = setTimeout(async () => {
+    const response = await fetch(`api/search?q=${encodeURIComponent(q)}`, { cache: "no-store" });
+    const answer = await response.json();
+    if (q !== state.query) return;
+    if (!response.ok) {
+      $("search-note").textContent = answer.error;
+      return;
+    }
+    state.bodyQuery = q;
+    state.bodyMatches = new Set(answer.seqs);
+    $("search-note").textContent = `${answer.seqs.length} kept ${answer.seqs.length === 1 ? "body holds" : "bodies hold"} it`;
+    render();
+  }, 200);
 }
 
 // -- the table ----------------------------------------------------------------------------------
@@ -101,7 +145,7 @@ function render() {
   let hidden = 0;
   for (let i = state.records.length - 1; i >= 0; i--) {
     const record = state.records[i];
-    if (!passes(record.line)) hidden++;
+    if (!passes(record)) hidden++;
     else if (shown.length < ROWS) shown.push(record);
   }
   const body = $("rows");
@@ -126,6 +170,7 @@ function row(record) {
   tr.dataset.seq = record.seq;
   if (line.kind === "handshake") tr.classList.add("handshake");
   if (record.seq === state.selected) tr.classList.add("selected");
+  if (record.seq === state.cursor) tr.classList.add("cursor");
   const status = line.status === null ? "RST" : line.status;
   const statusClass = line.status === null ? "sR" : "s" + String(line.status)[0];
   const sig = line.signature === "valid" ? "valid" : line.reason ? `${line.signature}: ${line.reason}` : line.signature;
@@ -138,10 +183,12 @@ function row(record) {
     [sig, line.signature === "valid" ? "sig-valid" : ["invalid", "missing"].includes(line.signature) ? "sig-bad" : ""],
     [line.latency_ms === null || line.latency_ms === undefined ? "-" : `${Math.round(line.latency_ms)} ms`],
     null,
-    [line.fault || ""],
+    [line.fault ? faultWords(line.fault) : "", "", line.fault],
   ];
-  for (const cell of cells) {
+  cells.forEach((cell, index) => {
     const td = el("td");
+    if (index === 0) td.className = "c-time";
+    if (index === 6) td.className = "c-lat";
     if (cell === null) {
       if (line.kind === "handshake") td.appendChild(el("span", "flag hs", "handshake"));
       if (line.duplicate) td.appendChild(el("span", "flag dup", "duplicate"));
@@ -149,24 +196,71 @@ function row(record) {
       if (line.attempt > 1) td.appendChild(el("span", "flag att", `attempt ${line.attempt}`));
     } else {
       td.textContent = String(cell[0]);
-      td.title = String(cell[0]);
-      if (cell[1]) td.className = cell[1];
+      td.title = cell[2] ? `${cell[0]} (${cell[2]})` : String(cell[0]);
+      if (cell[1]) td.classList.add(cell[1]);
     }
     tr.appendChild(td);
-  }
+  });
   return tr;
+}
+
+// -- words for the fault plan and each request's fault ------------------------------------------
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+
+// "fail-first 1/2" → "failing the first 2 requests (1 done)"
+function faultWords(label) {
+  let m = /^fail-first (\d+)\/(\d+)$/.exec(label);
+  if (m) return `failing the first ${plural(Number(m[2]), "request", "requests")} (${m[1]} done)`;
+  m = /^step (\d+) (\d+)\/(\d+)$/.exec(label);
+  if (m) return `fault plan step ${m[1]}: request ${m[2]} of ${m[3]}`;
+  const words = {
+    "fail-rate": "failed at random (the fail rate)",
+    delay: "answered late (the delay)",
+    respond: "answered with the --respond status",
+    after: "the plan's answer after its steps",
+  };
+  return words[label] || label;
+}
+
+// "3×503, delay 1s" → "the next 3 answered 503, every answer 1 s late"
+function planWords(plan) {
+  if (!plan || plan === "none") return "none: every request answered normally";
+  return plan.split(", ").map((part) => {
+    let m = /^(\d+)×(\d{3})(?: after ([\d.]+)s)?$/.exec(part);
+    if (m) return `the next ${m[1] === "1" ? "request" : `${m[1]} requests`} answered ${m[2]}${m[3] ? ` after ${m[3]} s` : ""}`;
+    m = /^(\d+)×reset$/.exec(part);
+    if (m) return `the next ${plural(Number(m[1]), "connection", "connections")} reset`;
+    m = /^(\d+)×normal$/.exec(part);
+    if (m) return `the next ${plural(Number(m[1]), "request", "requests")} answered normally`;
+    m = /^delay ([\d.]+)s$/.exec(part);
+    if (m) return `every answer ${m[1]} s late`;
+    m = /^fail-rate ([\d.]+) → (\d+)$/.exec(part);
+    if (m) return `a share of ${m[1]} answered ${m[2]} at random`;
+    m = /^then (.+)$/.exec(part);
+    if (m) return `then ${m[1] === "reset" ? "connections reset" : `answered ${m[1]}`}`;
+    if (part === "repeat") return "and again from the start";
+    return part;
+  }).join(", ");
 }
 
 // -- the detail view ----------------------------------------------------------------------------
 async function open(seq) {
   state.selected = seq;
-  for (const tr of $("rows").children) tr.classList.toggle("selected", Number(tr.dataset.seq) === seq);
+  state.cursor = seq;
+  for (const tr of $("rows").children) {
+    tr.classList.toggle("selected", Number(tr.dataset.seq) === seq);
+    tr.classList.toggle("cursor", Number(tr.dataset.seq) === seq);
+  }
+  $("action-status").textContent = "";
+  $("copy-text").hidden = true;
+  state.detail = null;
   const record = state.records.find((r) => r.seq === seq);
   const pane = $("detail");
   pane.hidden = false;
   $("detail-title").textContent = record ? record.line.event_type || `${record.line.method} ${record.line.path}` : `request ${seq}`;
   const response = await fetch(`api/requests/${seq}`, { cache: "no-store" });
   const detail = await response.json();
+  if (state.selected !== seq) return; // another row was opened meanwhile
   if (!response.ok) {
     $("detail-summary").textContent = detail.error;
     $("detail-headers").replaceChildren();
@@ -174,11 +268,13 @@ async function open(seq) {
     $("diff").hidden = true;
     return;
   }
+  state.detail = detail;
   const v = detail.record.verdict;
   $("detail-summary").textContent =
     `${v.method} ${v.path} → ${v.status === null ? "connection reset" : v.status}` +
     ` · signature ${v.signature}${v.reason ? ` (${v.reason}: ${v.detail})` : ""}` +
-    (v.event_id ? ` · EventId ${v.event_id}` : "");
+    (v.event_id ? ` · EventId ${v.event_id}` : "") +
+    (v.fault ? ` · fault: ${faultWords(v.fault)}` : "");
   showHeaders(detail.record.headers, detail.signature_header);
   const body = detail.record.body;
   const pre = $("detail-body");
@@ -276,7 +372,9 @@ function json(value, changed, path, indent = "") {
 
 // -- faults -------------------------------------------------------------------------------------
 function showFaults(faults) {
-  $("fault-plan").textContent = faults.plan;
+  const plan = $("fault-plan");
+  plan.textContent = planWords(faults.plan);
+  plan.title = faults.plan;
 }
 
 async function changeFaults(change) {
@@ -291,6 +389,111 @@ async function changeFaults(change) {
   else showFaults(answer);
 }
 
+// -- copy, curl, resend -------------------------------------------------------------------------
+function say(text, error) {
+  const status = $("action-status");
+  status.textContent = text;
+  status.classList.toggle("error", Boolean(error));
+}
+
+// The clipboard when the browser allows it; the text is also put, selected, in the pane's text
+// box, so that it can be copied by hand (and read) when it does not.
+async function copy(text, what) {
+  const box = $("copy-text");
+  box.value = text;
+  box.hidden = false;
+  box.select();
+  try {
+    await navigator.clipboard.writeText(text);
+    say(`Copied ${what} to the clipboard.`);
+  } catch {
+    let done = false;
+    try {
+      done = document.execCommand("copy");
+    } catch {
+      done = false;
+    }
+    say(done ? `Copied ${what} to the clipboard.` : `The browser refused the clipboard: ${what} is selected below, copy it from there.`);
+  }
+}
+
+function copyBody() {
+  const detail = state.detail;
+  if (!detail) return;
+  const record = detail.record;
+  const text = record.body === null ? record.body_text || "" : JSON.stringify(record.body, null, 2);
+  copy(text, "the body");
+}
+
+async function copyCurl() {
+  const seq = state.selected;
+  if (seq === null) return;
+  const signature = $("curl-signature").checked ? "1" : "0";
+  const response = await fetch(`api/requests/${seq}/curl?signature=${signature}`, { cache: "no-store" });
+  const answer = await response.json();
+  if (!response.ok) say(answer.error, true);
+  else copy(answer.curl, signature === "1" ? "the curl command (with the signature)" : "the curl command");
+}
+
+async function resend() {
+  const seq = state.selected;
+  if (seq === null) return;
+  const button = $("resend");
+  button.disabled = true;
+  say("Resending…");
+  try {
+    const response = await fetch(`api/requests/${seq}/resend`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    const answer = await response.json();
+    if (!response.ok) say(answer.error, true);
+    else if (answer.status === null) say(`Resent to ${answer.target}: ${answer.error}`, true);
+    else {
+      const body = answer.body ? `: ${answer.body}` : "";
+      say(`Resent to ${answer.target}: it answered ${answer.status} in ${Math.round(answer.latency_ms)} ms${body}`);
+    }
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// -- keyboard -----------------------------------------------------------------------------------
+function close() {
+  $("detail").hidden = true;
+  state.selected = null;
+  for (const tr of $("rows").querySelectorAll("tr.selected")) tr.classList.remove("selected");
+}
+
+function moveCursor(step) {
+  const rows = [...$("rows").children];
+  if (rows.length === 0) return;
+  let index = rows.findIndex((tr) => Number(tr.dataset.seq) === state.cursor);
+  index = index < 0 ? 0 : Math.min(Math.max(index + step, 0), rows.length - 1);
+  state.cursor = Number(rows[index].dataset.seq);
+  for (const tr of rows) tr.classList.toggle("cursor", tr === rows[index]);
+  rows[index].scrollIntoView({ block: "nearest" });
+  if (!$("detail").hidden) open(state.cursor);
+}
+
+function keys(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.key === "Enter" && event.target.closest("button, a, label")) return;
+  const typing = event.target.closest("input, select, textarea");
+  if (typing) {
+    if (event.key === "Escape") event.target.blur();
+    return;
+  }
+  if (event.key === "j") moveCursor(1);
+  else if (event.key === "k") moveCursor(-1);
+  else if (event.key === "Enter" && state.cursor !== null) open(state.cursor);
+  else if (event.key === "Escape") close();
+  else if (event.key === "/") $("search").focus();
+  else return;
+  event.preventDefault();
+}
+
 // -- wiring -------------------------------------------------------------------------------------
 function start() {
   $("rows").addEventListener("click", (event) => {
@@ -298,6 +501,11 @@ function start() {
     if (tr) open(Number(tr.dataset.seq));
   });
   for (const id of ["filter-type", "filter-verdict", "filter-status"]) $(id).addEventListener("change", render);
+  $("search").addEventListener("input", search);
+  $("copy-body").addEventListener("click", copyBody);
+  $("copy-curl").addEventListener("click", copyCurl);
+  $("resend").addEventListener("click", resend);
+  document.addEventListener("keydown", keys);
   $("pause").addEventListener("click", () => {
     state.paused = !state.paused;
     $("pause").textContent = state.paused ? "Resume" : "Pause";
@@ -309,10 +517,7 @@ function start() {
     state.skipped = 0;
     render();
   });
-  $("detail-close").addEventListener("click", () => {
-    $("detail").hidden = true;
-    state.selected = null;
-  });
+  $("detail-close").addEventListener("click", close);
   $("fault-apply").addEventListener("click", () =>
     changeFaults({ action: "fail", count: Number($("fault-count").value), status: Number($("fault-status").value) }));
   $("fault-delay-apply").addEventListener("click", () =>
