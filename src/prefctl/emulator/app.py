@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from prefctl.emulator import api, dispatcher_service, oauth, provisioning
 from prefctl.emulator.context import API_PATH, EmulatorContext
+from prefctl.store.db import check_readable
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -65,7 +66,7 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
         fault = ctx.store_fault
         if fault is None:
             try:
-                ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
+                check_readable(ctx.connection())
             except sqlite3.Error as exc:
                 fault = f"the store cannot be read: {exc}"
         if fault is not None:

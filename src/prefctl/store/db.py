@@ -46,6 +46,7 @@ __all__ = [
     "SQLITE_NOTADB",
     "atomic",
     "check_integrity",
+    "check_readable",
     "connect",
     "create_store",
     "disk_full",
@@ -155,6 +156,12 @@ def check_integrity(
     if problems:
         raise _damaged(path, "; ".join(problems))
     return True
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Read a row of the store, so that a store that cannot be read (damaged, gone, a full disk
+    on the way) says so now: raises the store's error, returns None when it reads."""
+    conn.execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
 
 
 def _damaged(path: Path, reason: object) -> ConfigError:
