@@ -15,6 +15,7 @@ from prefctl.errors import NotFoundError
 from prefctl.store import events, profiles, subscriptions
 from prefctl.store.db import connect, transaction
 from prefctl.store.deliveries import claim_due
+from prefctl.store.errors import StoreError
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
 from tests.store.service_helpers import ACCOUNT, add_subscription, open_service_store
@@ -179,7 +180,7 @@ def test_failure_mid_write_leaves_nothing(conn: sqlite3.Connection, writer: Prof
         "CREATE TEMP TRIGGER broken_queue BEFORE INSERT ON deliveries"
         " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
     )
-    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+    with pytest.raises(StoreError, match="disk full"):
         writer.create(PROFILE)
     assert [_count(conn, t) for t in ("profiles", "events", "deliveries")] == [0, 0, 0]
     conn.execute("DROP TRIGGER broken_queue")

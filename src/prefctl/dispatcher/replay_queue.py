@@ -29,7 +29,7 @@ from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import accounts, subscriptions
 from prefctl.store.deliveries import enqueue, requeue
 from prefctl.store.delivery_history import DeliveryQuery, DeliveryRecord, get_delivery
-from prefctl.store.events import EventQuery, StoredEvent, get_event, insert_events, list_events
+from prefctl.store.events import EventQuery, StoredEvent, get_event, list_events, stored_rowid
 from prefctl.store.subscriptions import SubscriptionRecord
 
 __all__ = [
@@ -213,15 +213,12 @@ def queue_for_subscription(
 
 
 def _stored_rowid(conn: sqlite3.Connection, account: str, event: CapturedEvent) -> int:
-    existing = get_event(conn, account, event.event_id)
-    if existing is not None:
-        return existing.rowid
-    try:
-        return insert_events(conn, account, [event.new_event()])[0]
-    except sqlite3.IntegrityError:
+    rowid = stored_rowid(conn, account, event.new_event())
+    if rowid is None:
         raise UsageError(
             f"event {event.event_id} is stored for another account than the target subscription's"
-        ) from None
+        )
+    return rowid
 
 
 class Requeued(NamedTuple):

@@ -13,7 +13,6 @@ the embedded dispatcher.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING
 from prefctl.emulator import api, dispatcher_service, oauth, provisioning
 from prefctl.emulator.context import API_PATH, EmulatorContext
 from prefctl.store.db import check_readable
+from prefctl.store.errors import StoreError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -67,8 +67,8 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
         if fault is None:
             try:
                 check_readable(ctx.connection())
-            except sqlite3.Error as exc:
-                fault = f"the store cannot be read: {exc}"
+            except StoreError as exc:
+                fault = f"the store cannot be read: {exc.reason}"
         if fault is not None:
             unavailable = {"status": "unavailable", "reason": fault, "pid": os.getpid()}
             return JSONResponse(unavailable, status_code=503)

@@ -32,6 +32,7 @@ __all__ = [
     "insert_events",
     "list_events",
     "purge_events",
+    "stored_rowid",
 ]
 
 RETENTION_DAYS = 15
@@ -226,6 +227,19 @@ def purge_events(
         ).rowcount
         for account in accounts
     )
+
+
+def stored_rowid(conn: sqlite3.Connection, account: str, event: NewEvent) -> int | None:
+    """The row id of ``event`` in ``account``: the stored one's, or the one it gets stored with
+    now; None when its EventId is stored for another account (EventIds are unique across
+    accounts). Run it in the caller's transaction."""
+    existing = get_event(conn, account, event.event_id)
+    if existing is not None:
+        return existing.rowid
+    try:
+        return insert_events(conn, account, [event])[0]
+    except sqlite3.IntegrityError:
+        return None
 
 
 def drop_history_indexes(conn: sqlite3.Connection) -> None:
