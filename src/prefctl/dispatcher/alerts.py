@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -54,6 +53,7 @@ from prefctl.dispatcher.alert_email import AlertContent
 from prefctl.dispatcher.mail import SMTP_SETTING, Mailer, SmtpSettings
 from prefctl.dispatcher.observer import BackgroundObserver, CycleResults, ObserverContext
 from prefctl.errors import PrefctlError
+from prefctl.store import Store
 from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store
 from prefctl.store.accounts import get_account
@@ -148,7 +148,7 @@ class AlertMonitor:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         mailer: Mailer,
         *,
         time_scale: float = 1.0,

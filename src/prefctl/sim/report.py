@@ -27,7 +27,6 @@ a 400/413 dead-lettered the delivery comes too late). So, always:
 from __future__ import annotations
 
 import math
-import sqlite3
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 
 from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.sim.scenario import Scenario
+from prefctl.store import Store
 from prefctl.store.alerts import list_alerts
 from prefctl.store.deliveries import AttemptOutcome
 from prefctl.store.delivery_stats import count_events, delivery_counts, timeline_counts
@@ -75,7 +75,7 @@ def bucket_minutes(total_minutes: float) -> int:
 
 
 def build_report(
-    conn: sqlite3.Connection,
+    conn: Store,
     scenario: Scenario,
     *,
     start: float,
@@ -118,7 +118,7 @@ def build_report(
     }
 
 
-def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, Any]:
+def _counts(conn: Store, subscription_id: int | None) -> dict[str, Any]:
     counts = delivery_counts(conn, subscription_id)
     states, reasons, latencies = counts.states, counts.dead_letter_reasons, counts.latencies
     histogram: dict[int, dict[str, int]] = {}
@@ -183,7 +183,7 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def _alerts(conn: sqlite3.Connection, start: float) -> list[dict[str, Any]]:
+def _alerts(conn: Store, start: float) -> list[dict[str, Any]]:
     return [
         {
             "at": wire_time(alert.created_at),
@@ -214,9 +214,7 @@ def _probation(
     }
 
 
-def _timeline(
-    conn: sqlite3.Connection, start: float, end: float, width: int
-) -> list[dict[str, Any]]:
+def _timeline(conn: Store, start: float, end: float, width: int) -> list[dict[str, Any]]:
     seconds = width * 60.0
     count = max(math.ceil((end - start) / seconds), 1)
     rows = [

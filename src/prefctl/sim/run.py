@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from prefctl.sim.observers import AlertFeed, ProbationWatch
 from prefctl.sim.report import build_report
 from prefctl.sim.scenario import Scenario
 from prefctl.sim.setup import ACCOUNT, SimulatedService, build_store
+from prefctl.store import Store
 from prefctl.store.delivery_stats import has_unfinished, last_finished_at, next_due_at
 from prefctl.store.timestamps import epoch
 
@@ -137,7 +137,7 @@ async def _run(
 
 
 def _idle_wake(
-    conn: sqlite3.Connection,
+    conn: Store,
     alerts: AlertFeed,
     next_event: float | None,
     grid: float,

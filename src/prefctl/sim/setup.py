@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import random
 import re
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from prefctl.sim.load import LoadWriter, generate_arrivals
 from prefctl.sim.scenario import Scenario, SubscriptionModel
+from prefctl.store import Store
 from prefctl.store.accounts import Account, add_account
 from prefctl.store.db import connect, transaction
 from prefctl.store.events import drop_history_indexes
@@ -44,7 +44,7 @@ _HASHKEY = "simulation-hashkey-0123456789abcdef0123456789abcdef0123456789ab"
 class SimulatedService:
     """The store of a run and what the simulator needs to know about it."""
 
-    conn: sqlite3.Connection
+    conn: Store
     start: float
     # subscription id → (name, Url), in the scenario's order
     subscriptions: dict[int, tuple[str, str]]

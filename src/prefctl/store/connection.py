@@ -7,6 +7,9 @@ this (and the migrations use it), so both import it.
 
     >>> with transaction(conn):
     ...     conn.execute("INSERT ...")
+
+``connect`` returns a ``Store``: the one object per connection that callers outside ``store/``
+hold and pass (the package docstring says how it is used).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import TypeVar
 
 from prefctl.errors import ConfigError, PrefctlError, UsageError
 from prefctl.private_files import locked
@@ -30,6 +34,7 @@ __all__ = [
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "Store",
     "atomic",
     "connect",
     "disk_full",
@@ -50,11 +55,47 @@ DRIVER_ERROR: type[Exception] = sqlite3.Error
 IN_USE_TIMEOUT_SECONDS = 10.0
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
+class Store(sqlite3.Connection):
+    """One connection to the store: what callers outside ``store/`` hold, pass and annotate.
+
+    The store's operations are the functions of the store modules, named for what they hold and
+    taking the Store first (``deliveries.claim_due(store, …)``, ``subscriptions.get_subscription``);
+    the Store itself offers the unit of work: ``transaction()``, ``atomic()``, ``snapshot()`` and
+    ``close()``. Callers never run SQL on it (a test checks that nothing outside ``store/`` calls
+    ``execute``), and they catch the store's errors (``store.errors``), never the driver's.
+
+    **[decision]** It is the driver's connection itself (a subclass made by ``connect``), not a
+    wrapper around it: an operation reaches SQLite with no call in between, so the dispatcher's
+    claim and record loops and the emulator's group writer cost what they did (bench/dispatcher.py,
+    bench/api.py). A second backend gives its own Store with the same verbs, and the store
+    modules choose their SQL by it.
+    """
+
+    def transaction(self) -> AbstractContextManager[Store]:
+        """One write transaction (``transaction``); a savepoint inside one already open."""
+        return transaction(self)
+
+    def atomic(self) -> AbstractContextManager[object]:
+        """A transaction of its own, or a part of the caller's when one is open (``atomic``)."""
+        return atomic(self)
+
+    def snapshot(self) -> AbstractContextManager[Store]:
+        """A read transaction: every read in the block sees one state of the store."""
+        return snapshot(self)
+
+
+_Conn = TypeVar("_Conn", bound=sqlite3.Connection)
+
+
+def connect(path: Path | str) -> Store:
     """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``)."""
     try:
         conn = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            str(path),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            factory=Store,
         )
         conn.row_factory = sqlite3.Row
         _use_wal(conn)
@@ -219,7 +260,7 @@ def in_use(path: Path | str) -> AbstractContextManager[None]:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def transaction(conn: _Conn) -> Iterator[_Conn]:
     """One write transaction: committed when the block ends, rolled back if it raises.
 
     Inside a transaction already open it is a savepoint: if the block raises, its changes alone
@@ -255,7 +296,7 @@ def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
 
 
 @contextmanager
-def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def snapshot(conn: _Conn) -> Iterator[_Conn]:
     """A read transaction: every read in the block sees the store as it was at the first one,
     whatever other connections commit meanwhile (they are not held up; with WAL, the log only
     keeps growing until the block ends). Inside an open transaction, that one's view is used."""

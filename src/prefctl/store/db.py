@@ -25,6 +25,7 @@ from prefctl.store.connection import (
     SQLITE_CORRUPT,
     SQLITE_FULL,
     SQLITE_NOTADB,
+    Store,
     atomic,
     connect,
     disk_full,
@@ -48,6 +49,7 @@ __all__ = [
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "Store",
     "atomic",
     "check_integrity",
     "check_readable",
@@ -70,7 +72,7 @@ __all__ = [
 
 
 @contextmanager
-def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
+def open_store(path: Path | str) -> Iterator[Store]:
     """Open (creating if needed) and migrate the store at ``path``; closed when the block ends."""
     from prefctl.store.migrations import migrate
 
