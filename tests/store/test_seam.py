@@ -46,3 +46,19 @@ def test_store_seam_check_finds_sql_in_a_module(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text('conn.execute(f"SELECT {x}")\napi.execute(import_id)\n', encoding="utf-8")
     assert _sql_calls(module) == [1]
+
+
+def test_store_seam_contract_covers_every_package_but_the_store() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((_SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    (seam,) = [
+        c for c in pyproject["tool"]["importlinter"]["contracts"] if c["type"] == "forbidden"
+    ]
+    packages = {
+        f"prefctl.{path.stem}"
+        for path in _SRC.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert set(seam["source_modules"]) == packages - {"prefctl.store"}
+    assert "sqlite3" in seam["forbidden_modules"]
