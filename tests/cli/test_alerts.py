@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import mailbox
 import os
-import sqlite3
 from collections.abc import Iterator, Mapping
 from email import message_from_bytes, message_from_string
 from email.message import EmailMessage
@@ -34,7 +33,7 @@ from prefctl.emulator import admin
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread
 from prefctl.store import accounts, subscriptions
 from prefctl.store import alerts as alert_store
-from prefctl.store.db import open_store, transaction
+from prefctl.store.db import connect, open_store, transaction
 from tests.helpers import CliResult, free_port, run_cli
 
 RECIPIENT = "ops@example.com"
@@ -494,7 +493,7 @@ def test_emulator_with_smtp_settings_gives_them_to_its_alert_observer(
 
 
 def _observer_for(store_path: Path, settings: Mapping[str, Any]) -> Any:
-    conn = sqlite3.connect(store_path)
+    conn = connect(store_path)
     try:
         made = observer(ObserverContext(store_path, conn, FakeClock(), 1.0, settings))
     finally:

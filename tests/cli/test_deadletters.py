@@ -176,7 +176,7 @@ def test_deadletters_redrive_requeues_selected_and_reports_them(store: Path) -> 
 def test_deadletters_redrive_on_a_store_another_process_keeps_locked_is_one_line_exit_1(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("prefctl.store.db.BUSY_TIMEOUT_MS", 200)  # instead of waiting 30 s
+    monkeypatch.setattr("prefctl.store.connection.BUSY_TIMEOUT_MS", 200)  # instead of waiting 30 s
     holder = connect(store)
     holder.execute("BEGIN IMMEDIATE")  # another writer that does not let go
     try:

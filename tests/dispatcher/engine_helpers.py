@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,7 +15,7 @@ from prefctl.clock import FakeClock
 from prefctl.dispatcher.engine import Engine
 from prefctl.dispatcher.observer import CycleResults
 from prefctl.dispatcher.transport import FunctionTransport, Reply, Request
-from prefctl.store import deliveries, events
+from prefctl.store import Store, deliveries, events
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import NewDelivery
 from prefctl.store.delivery_history import get_delivery, list_attempts
@@ -49,19 +48,19 @@ __all__ = [
 ]
 
 
-def new_store(path: Path) -> sqlite3.Connection:
+def new_store(path: Path) -> Store:
     """A migrated store at ``path`` with accounts DEMO_CORP and OTHER_CORP (hashkey
     ``test-hashkey``, signature user ``events-signer``)."""
     return open_service_store(path)
 
 
-def subscribe(conn: sqlite3.Connection, url: str, *, name: str = "CRM sync", **kw: Any) -> int:
+def subscribe(conn: Store, url: str, *, name: str = "CRM sync", **kw: Any) -> int:
     """A Succeeded, Active subscription of DEMO_CORP to profile.created at ``url``."""
     return add_subscription(conn, subscription_body(url, name=name), **kw)
 
 
 def queue_events(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     count: int,
     *,
@@ -94,22 +93,22 @@ def queue_events(
     return [row[0] for row in rows]
 
 
-def set_settings(conn: sqlite3.Connection, account: str = ACCOUNT, /, **values: int) -> None:
+def set_settings(conn: Store, account: str = ACCOUNT, /, **values: int) -> None:
     with transaction(conn):
         update_settings(conn, account, values)
 
 
-def states(conn: sqlite3.Connection) -> Counter[str]:
+def states(conn: Store) -> Counter[str]:
     return Counter(row[0] for row in conn.execute("SELECT state FROM deliveries"))
 
 
-def record_of(conn: sqlite3.Connection, delivery_id: int) -> Any:
+def record_of(conn: Store, delivery_id: int) -> Any:
     record = get_delivery(conn, delivery_id)
     assert record is not None
     return record
 
 
-def attempts_of(conn: sqlite3.Connection, delivery_id: int) -> list[Any]:
+def attempts_of(conn: Store, delivery_id: int) -> list[Any]:
     return list_attempts(conn, delivery_id)
 
 
@@ -137,7 +136,7 @@ class Rig:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         answer: Callable[[Request], Reply] | None = None,
         *,
         time_scale: float = 1.0,

@@ -3,10 +3,9 @@ filter tests; the engine tests produce theirs by delivering to a real receiver).
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from prefctl.store import deliveries, events
+from prefctl.store import Store, deliveries, events
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import Attempt, AttemptOutcome, DeliveryResult, NewDelivery
 from prefctl.store.events import NewEvent
@@ -26,7 +25,7 @@ class Queued:
 
 
 def queue_event(
-    conn: sqlite3.Connection, n: int, subscription_ids: list[int], *, at: float = T0
+    conn: Store, n: int, subscription_ids: list[int], *, at: float = T0
 ) -> list[Queued]:
     """Event ``n`` (contacts.email.updated of profile 1001) queued for each subscription."""
     new = NewEvent(
@@ -48,7 +47,7 @@ def queue_event(
 
 
 def finish(
-    conn: sqlite3.Connection,
+    conn: Store,
     delivery_id: int,
     *,
     state: str = "dead_lettered",

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import io
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from prefctl.dispatcher.deadletters import (
     show_dead_letter,
 )
 from prefctl.errors import NotFoundError
+from prefctl.store import Store
 from prefctl.store.db import connect
 from prefctl.store.delivery_history import get_delivery, list_attempts
 from prefctl.store.events import get_event
@@ -44,14 +44,14 @@ DEAD_LETTER_KEYS = [
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = open_service_store(tmp_path / "store.db")
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def subs(conn: sqlite3.Connection) -> list[int]:
+def subs(conn: Store) -> list[int]:
     return [
         add_subscription(conn, subscription_body("https://a.example/hook", name="A")),
         add_subscription(conn, subscription_body("https://b.example/hook", name="B")),
@@ -59,7 +59,7 @@ def subs(conn: sqlite3.Connection) -> list[int]:
 
 
 @pytest.fixture
-def queue(conn: sqlite3.Connection, subs: list[int]) -> dict[str, int]:
+def queue(conn: Store, subs: list[int]) -> dict[str, int]:
     """Event 1 → A dead (413, PayloadTooLarge), B delivered; event 2 → A dead (503 × 3, max
     attempts, later); event 3 → B dead (connection error, TTL); event 4 → A queued."""
     (a1, b1) = queue_event(conn, 1, subs)
@@ -91,7 +91,7 @@ def _events(records: list) -> list[str]:
 
 
 def test_list_dead_letters_without_filter_returns_every_dead_letter_oldest_first(
-    conn: sqlite3.Connection, queue: dict[str, int]
+    conn: Store, queue: dict[str, int]
 ) -> None:
     assert _events(list_dead_letters(conn, DeadLetterFilter())) == ["1", "2", "3"]
 
@@ -108,7 +108,7 @@ def test_list_dead_letters_without_filter_returns_every_dead_letter_oldest_first
     ],
 )
 def test_list_dead_letters_filter_selects_matching_ones(
-    conn: sqlite3.Connection,
+    conn: Store,
     queue: dict[str, int],
     selection: DeadLetterFilter,
     expected: list[str],
@@ -117,14 +117,12 @@ def test_list_dead_letters_filter_selects_matching_ones(
 
 
 def test_list_dead_letters_subscription_filter(
-    conn: sqlite3.Connection, subs: list[int], queue: dict[str, int]
+    conn: Store, subs: list[int], queue: dict[str, int]
 ) -> None:
     assert _events(list_dead_letters(conn, DeadLetterFilter(subscription_id=subs[1]))) == ["3"]
 
 
-def test_find_dead_letters_by_event_id_or_delivery_id(
-    conn: sqlite3.Connection, queue: dict[str, int]
-) -> None:
+def test_find_dead_letters_by_event_id_or_delivery_id(conn: Store, queue: dict[str, int]) -> None:
     assert [r.delivery_id for r in find_dead_letters(conn, event_id(1))] == [queue["a1"]]
     assert [r.delivery_id for r in find_dead_letters(conn, str(queue["a2"]))] == [queue["a2"]]
     with pytest.raises(NotFoundError):
@@ -134,7 +132,7 @@ def test_find_dead_letters_by_event_id_or_delivery_id(
 
 
 def test_show_dead_letter_has_design_keys_timeline_and_sent_event(
-    conn: sqlite3.Connection, subs: list[int], queue: dict[str, int]
+    conn: Store, subs: list[int], queue: dict[str, int]
 ) -> None:
     (detail,) = show_dead_letter(conn, event_id(2))
     data = detail.to_dict()
@@ -150,7 +148,7 @@ def test_show_dead_letter_has_design_keys_timeline_and_sent_event(
 
 
 def test_redrive_requeues_with_fresh_attempts_and_event_time(
-    conn: sqlite3.Connection, queue: dict[str, int]
+    conn: Store, queue: dict[str, int]
 ) -> None:
     now = T0 + 1000
     redriven = redrive_dead_letters(conn, DeadLetterFilter(last_status=503), now=now).requeued
@@ -167,7 +165,7 @@ def test_redrive_requeues_with_fresh_attempts_and_event_time(
 
 @pytest.mark.parametrize("fmt", ["ndjson", "json"])
 def test_export_dead_letters_writes_records_that_replay_reads_back(
-    conn: sqlite3.Connection, queue: dict[str, int], fmt: str
+    conn: Store, queue: dict[str, int], fmt: str
 ) -> None:
     sink = io.BytesIO()
     count = export_dead_letters(conn, DeadLetterFilter(), sink.write, fmt=fmt)  # type: ignore[arg-type]
@@ -181,7 +179,7 @@ def test_export_dead_letters_writes_records_that_replay_reads_back(
 
 
 def test_export_dead_letters_is_one_snapshot_while_another_command_purges(
-    conn: sqlite3.Connection, subs: list[int], tmp_path: Path
+    conn: Store, subs: list[int], tmp_path: Path
 ) -> None:
     # 'deadletters export' while 'deadletters purge' runs in another shell: the export holds
     # every dead letter that existed when it began, none lost between its pages.
@@ -203,16 +201,14 @@ def test_export_dead_letters_is_one_snapshot_while_another_command_purges(
     assert list_dead_letters(conn, DeadLetterFilter()) == []  # the purge did happen
 
 
-def test_export_dead_letters_json_with_none_is_an_empty_array(
-    conn: sqlite3.Connection, subs: list[int]
-) -> None:
+def test_export_dead_letters_json_with_none_is_an_empty_array(conn: Store, subs: list[int]) -> None:
     sink = io.BytesIO()
     assert export_dead_letters(conn, DeadLetterFilter(), sink.write, fmt="json") == 0
     assert orjson.loads(sink.getvalue()) == []
 
 
 def test_purge_dead_letters_deletes_selected_and_keeps_events(
-    conn: sqlite3.Connection, queue: dict[str, int]
+    conn: Store, queue: dict[str, int]
 ) -> None:
     assert purge_dead_letters(conn, DeadLetterFilter(reason="PayloadTooLarge")) == 1
 

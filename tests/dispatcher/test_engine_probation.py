@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.transport import Reply, Request
+from prefctl.store import Store
 from prefctl.store.db import transaction
 from tests.dispatcher.engine_helpers import (
     Rig,
@@ -31,7 +31,7 @@ WELL = "https://well.example/in"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = new_store(tmp_path / "store.db")
     yield conn
     conn.close()
@@ -49,7 +49,7 @@ class Endpoint:
         return Reply(200)
 
 
-def _sick_rig(conn: sqlite3.Connection, endpoint: Endpoint) -> tuple[Rig, list[int]]:
+def _sick_rig(conn: Store, endpoint: Endpoint) -> tuple[Rig, list[int]]:
     """Ten failures to SICK put it on probation; returns the rig and SICK's deliveries."""
     sick = queue_events(conn, subscribe(conn, SICK), 10)
     rig = Rig(conn, endpoint)
@@ -60,7 +60,7 @@ def _sick_rig(conn: sqlite3.Connection, endpoint: Endpoint) -> tuple[Rig, list[i
 
 
 def test_probation_puts_off_due_deliveries_without_spending_attempts(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     endpoint = Endpoint()
     rig, sick = _sick_rig(conn, endpoint)
@@ -77,7 +77,7 @@ def test_probation_puts_off_due_deliveries_without_spending_attempts(
     rig.close()
 
 
-def test_probation_sends_one_probe_per_slot_and_a_200_ends_it(conn: sqlite3.Connection) -> None:
+def test_probation_sends_one_probe_per_slot_and_a_200_ends_it(conn: Store) -> None:
     endpoint = Endpoint()
     rig, sick = _sick_rig(conn, endpoint)
     rig.advance(14)
@@ -99,7 +99,7 @@ def test_probation_sends_one_probe_per_slot_and_a_200_ends_it(conn: sqlite3.Conn
     rig.close()
 
 
-def test_probation_of_one_endpoint_leaves_others_alone(conn: sqlite3.Connection) -> None:
+def test_probation_of_one_endpoint_leaves_others_alone(conn: Store) -> None:
     endpoint = Endpoint()
     rig, _ = _sick_rig(conn, endpoint)
     well = queue_events(conn, subscribe(conn, WELL, name="well"), 5, prefix="22222222")
@@ -109,7 +109,7 @@ def test_probation_of_one_endpoint_leaves_others_alone(conn: sqlite3.Connection)
     rig.close()
 
 
-def test_probation_is_remembered_across_a_restart(conn: sqlite3.Connection) -> None:
+def test_probation_is_remembered_across_a_restart(conn: Store) -> None:
     endpoint = Endpoint()
     rig, sick = _sick_rig(conn, endpoint)
     rig.close()
@@ -122,7 +122,7 @@ def test_probation_is_remembered_across_a_restart(conn: sqlite3.Connection) -> N
     later.close()
 
 
-def test_close_gives_back_the_leases_of_unanswered_requests(conn: sqlite3.Connection) -> None:
+def test_close_gives_back_the_leases_of_unanswered_requests(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, SICK), 1)
     rig = Rig(conn, lambda _r: Reply(200, elapsed=10.0))
     rig.cycle()
@@ -132,7 +132,7 @@ def test_close_gives_back_the_leases_of_unanswered_requests(conn: sqlite3.Connec
     assert (record.state, record.attempts) == ("queued", 0)  # no attempt spent
 
 
-def test_start_takes_back_leases_of_a_dead_process(conn: sqlite3.Connection) -> None:
+def test_start_takes_back_leases_of_a_dead_process(conn: Store) -> None:
     deliveries = queue_events(conn, subscribe(conn, SICK), 3)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.transport import Reply, Request
-from prefctl.store import subscriptions
+from prefctl.store import Store, subscriptions
 from prefctl.store.db import transaction
 from prefctl.webhooks.signature import SigningCredentials, parse_header, verify
 from tests.dispatcher.engine_helpers import (
@@ -31,7 +31,7 @@ URL = "https://hooks.example/in"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = new_store(tmp_path / "store.db")
     yield conn
     conn.close()
@@ -47,7 +47,7 @@ def statuses(*codes: int) -> object:
     return answer
 
 
-def test_engine_answer_200_delivers_with_one_attempt(conn: sqlite3.Connection) -> None:
+def test_engine_answer_200_delivers_with_one_attempt(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn)
     rig.cycle()
@@ -59,7 +59,7 @@ def test_engine_answer_200_delivers_with_one_attempt(conn: sqlite3.Connection) -
     rig.close()
 
 
-def test_engine_failed_attempt_is_retried_after_backoff(conn: sqlite3.Connection) -> None:
+def test_engine_failed_attempt_is_retried_after_backoff(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, statuses(503, 500))  # type: ignore[arg-type]
     rig.cycle()
@@ -77,9 +77,7 @@ def test_engine_failed_attempt_is_retried_after_backoff(conn: sqlite3.Connection
 
 
 @pytest.mark.parametrize(("status", "reason"), [(400, "BadRequest"), (413, "PayloadTooLarge")])
-def test_engine_400_and_413_dead_letter_at_once(
-    conn: sqlite3.Connection, status: int, reason: str
-) -> None:
+def test_engine_400_and_413_dead_letter_at_once(conn: Store, status: int, reason: str) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, statuses(status))  # type: ignore[arg-type]
     rig.cycle()
@@ -95,7 +93,7 @@ def test_engine_400_and_413_dead_letter_at_once(
 
 
 def test_engine_max_attempts_dead_letter_when_the_next_attempt_is_due(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     set_settings(conn, MaxDeliveryAttempts=2)
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
@@ -116,7 +114,7 @@ def test_engine_max_attempts_dead_letter_when_the_next_attempt_is_due(
     rig.close()
 
 
-def test_engine_ttl_dead_letters_at_the_next_due_time(conn: sqlite3.Connection) -> None:
+def test_engine_ttl_dead_letters_at_the_next_due_time(conn: Store) -> None:
     set_settings(conn, EventTimeToLiveMinutes=1)
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(503))
@@ -131,7 +129,7 @@ def test_engine_ttl_dead_letters_at_the_next_due_time(conn: sqlite3.Connection) 
     rig.close()
 
 
-def test_engine_redirect_is_a_failed_attempt(conn: sqlite3.Connection) -> None:
+def test_engine_redirect_is_a_failed_attempt(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(302, error="redirect to https://elsewhere/ not followed"))
     rig.cycle()
@@ -142,7 +140,7 @@ def test_engine_redirect_is_a_failed_attempt(conn: sqlite3.Connection) -> None:
     rig.close()
 
 
-def test_engine_connection_error_is_retried_with_its_message(conn: sqlite3.Connection) -> None:
+def test_engine_connection_error_is_retried_with_its_message(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(None, error="Connection refused", elapsed=0.01))
     rig.cycle()
@@ -158,7 +156,7 @@ def test_engine_connection_error_is_retried_with_its_message(conn: sqlite3.Conne
 
 @pytest.mark.parametrize("state", ["Failed", "Updating", "AwaitingManualAction"])
 def test_engine_limits_apply_to_deliveries_of_a_subscription_that_is_not_receiving(
-    conn: sqlite3.Connection, state: str
+    conn: Store, state: str
 ) -> None:
     # Two attempts fail, then the subscription stops receiving (a Url change whose handshake
     # failed, or still under way): its queued deliveries are not sent, but they do not stay
@@ -185,7 +183,7 @@ def test_engine_limits_apply_to_deliveries_of_a_subscription_that_is_not_receivi
     rig.close()
 
 
-def test_engine_no_answer_in_30_s_times_out_and_retries(conn: sqlite3.Connection) -> None:
+def test_engine_no_answer_in_30_s_times_out_and_retries(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(200, elapsed=math.inf))
     rig.cycle()
@@ -200,7 +198,7 @@ def test_engine_no_answer_in_30_s_times_out_and_retries(conn: sqlite3.Connection
     rig.close()
 
 
-def test_engine_late_200_within_3_minutes_cancels_the_retry(conn: sqlite3.Connection) -> None:
+def test_engine_late_200_within_3_minutes_cancels_the_retry(conn: Store) -> None:
     # Attempt 1 answers 200 after 35 s: past the timeout, before its retry (~40 s) is due.
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(200, elapsed=35.0))
@@ -215,7 +213,7 @@ def test_engine_late_200_within_3_minutes_cancels_the_retry(conn: sqlite3.Connec
     rig.close()
 
 
-def test_engine_answer_after_the_late_window_changes_nothing(conn: sqlite3.Connection) -> None:
+def test_engine_answer_after_the_late_window_changes_nothing(conn: Store) -> None:
     set_settings(conn, MaxDeliveryAttempts=1)
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(200, elapsed=200.0))
@@ -236,7 +234,7 @@ def test_engine_answer_after_the_late_window_changes_nothing(conn: sqlite3.Conne
 
 
 def test_engine_cycle_claims_only_what_keeps_max_concurrent_requests_in_flight(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     set_settings(conn, MaxConcurrentRequests=50)
     queue_events(conn, subscribe(conn, URL), 300)
@@ -261,7 +259,7 @@ def test_engine_cycle_claims_only_what_keeps_max_concurrent_requests_in_flight(
 
 
 def test_engine_request_in_the_late_window_still_counts_against_the_ceiling(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     # The first 50 requests answer 200 after 100 s: timed out at 30 s, delivered late; until then
     # the endpoint still holds them, so no other request goes out.
@@ -285,7 +283,7 @@ def _in_flight(rig: Rig, elapsed: dict[int, float]) -> int:
     return sum(1 for request, at in sent if at + elapsed[request.key] > now)
 
 
-def _cycle_starts(conn: sqlite3.Connection, events: int, *, first_send: float = 0.0) -> list[float]:
+def _cycle_starts(conn: Store, events: int, *, first_send: float = 0.0) -> list[float]:
     """Run ``events`` through the engine (MaxConcurrentRequests 50, Duration 5) until done,
     the clock moving ``first_send`` seconds while the first cycle hands its requests over (its
     work took that long); the seconds after T0 at which cycles sent, every event delivered."""
@@ -305,12 +303,12 @@ def _cycle_starts(conn: sqlite3.Connection, events: int, *, first_send: float = 
     return [round(t - T0, 6) for t in sorted(set(_send_times(rig)))]
 
 
-def test_engine_cycles_start_duration_apart(conn: sqlite3.Connection) -> None:
+def test_engine_cycles_start_duration_apart(conn: Store) -> None:
     assert _cycle_starts(conn, 120) == [0.0, 5.0, 10.0]
 
 
 def test_engine_cycle_that_overran_duration_is_followed_as_it_ends(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     # Duration counts from a cycle's start: the first cycle's work takes 7 s, so the second
     # starts as the first ends, at 7 s, and the third 5 s after the second started.
@@ -327,7 +325,7 @@ def _epoch(text: str) -> float:
     return parse_timestamp(text).timestamp()
 
 
-def test_engine_settings_change_applies_at_the_next_cycle(conn: sqlite3.Connection) -> None:
+def test_engine_settings_change_applies_at_the_next_cycle(conn: Store) -> None:
     set_settings(conn, MaxConcurrentRequests=50)
     queue_events(conn, subscribe(conn, URL), 200)
     rig = Rig(conn)
@@ -338,7 +336,7 @@ def test_engine_settings_change_applies_at_the_next_cycle(conn: sqlite3.Connecti
 
 
 def test_engine_sees_changes_written_by_another_process_at_the_next_cycle(
-    conn: sqlite3.Connection, tmp_path: Path
+    conn: Store, tmp_path: Path
 ) -> None:
     # `prefctl settings set` and a Hashkey rotation come from other processes: other connections.
     queue_events(conn, subscribe(conn, URL), 200)
@@ -364,7 +362,7 @@ def test_engine_sees_changes_written_by_another_process_at_the_next_cycle(
     rig.close()
 
 
-def test_engine_signs_every_attempt_afresh(conn: sqlite3.Connection) -> None:
+def test_engine_signs_every_attempt_afresh(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, statuses(500, 500))  # type: ignore[arg-type]
     rig.cycle()
@@ -381,7 +379,7 @@ def test_engine_signs_every_attempt_afresh(conn: sqlite3.Connection) -> None:
 
 
 def test_a_model_that_reads_no_payloads_gets_none_and_the_same_outcomes(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     # The simulator's model answers without reading bodies or signatures: the engine skips
     # building them, and nothing else changes.
@@ -402,7 +400,7 @@ def parse_header_time(header: str | None) -> datetime:
     return parse_timestamp(parse_header(header).timestamp)
 
 
-def test_engine_time_scale_divides_every_rule_duration(conn: sqlite3.Connection) -> None:
+def test_engine_time_scale_divides_every_rule_duration(conn: Store) -> None:
     [delivery] = queue_events(conn, subscribe(conn, URL), 1)
     rig = Rig(conn, lambda _r: Reply(200, elapsed=math.inf), time_scale=60)
     rig.cycle()
@@ -416,7 +414,7 @@ def test_engine_time_scale_divides_every_rule_duration(conn: sqlite3.Connection)
     rig.close()
 
 
-def test_engine_reports_successes_per_subscription(conn: sqlite3.Connection) -> None:
+def test_engine_reports_successes_per_subscription(conn: Store) -> None:
     first, second = subscribe(conn, URL), subscribe(conn, "https://hooks.example/other", name="b")
     queue_events(conn, first, 2)
     queue_events(conn, second, 1, prefix="11111111")
@@ -430,7 +428,7 @@ def test_engine_reports_successes_per_subscription(conn: sqlite3.Connection) -> 
     rig.close()
 
 
-def test_engine_run_once_stops_when_nothing_is_due(conn: sqlite3.Connection) -> None:
+def test_engine_run_once_stops_when_nothing_is_due(conn: Store) -> None:
     subscription = subscribe(conn, URL)
     queue_events(conn, subscription, 3)
     rig = Rig(conn, statuses(500))  # type: ignore[arg-type]

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,19 +12,20 @@ from prefctl.dispatcher.operations import (
     show_delivery,
 )
 from prefctl.errors import ConfigError, NotFoundError, UsageError
+from prefctl.store import Store
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
 from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = open_service_store(tmp_path / "store.db")
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def subs(conn: sqlite3.Connection) -> list[int]:
+def subs(conn: Store) -> list[int]:
     return [
         add_subscription(conn, subscription_body("https://a.example/hook", name="A")),
         add_subscription(conn, subscription_body("https://b.example/hook", name="B")),
@@ -48,7 +48,7 @@ def test_open_existing_store_missing_file_is_a_config_error_not_a_new_store(
 
 
 def test_list_deliveries_filters_by_subscription_state_and_event(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     (a1, b1) = queue_event(conn, 1, subs)
     (a2,) = queue_event(conn, 2, subs[:1])
@@ -74,14 +74,12 @@ def test_list_deliveries_filters_by_subscription_state_and_event(
     ]
 
 
-def test_list_deliveries_unknown_state_is_a_usage_error(conn: sqlite3.Connection) -> None:
+def test_list_deliveries_unknown_state_is_a_usage_error(conn: Store) -> None:
     with pytest.raises(UsageError, match="unknown delivery state"):
         list_deliveries(conn, states=["lost"])  # type: ignore[list-item]
 
 
-def test_show_delivery_timeline_lists_attempts_and_next_due(
-    conn: sqlite3.Connection, subs: list[int]
-) -> None:
+def test_show_delivery_timeline_lists_attempts_and_next_due(conn: Store, subs: list[int]) -> None:
     (a1,) = queue_event(conn, 1, subs[:1])
     finish(conn, a1.delivery_id, status=503, attempts=3)
 
@@ -98,11 +96,11 @@ def test_show_delivery_timeline_lists_attempts_and_next_due(
     assert timeline.next_due is None
 
 
-def test_show_delivery_queued_has_next_due(conn: sqlite3.Connection, subs: list[int]) -> None:
+def test_show_delivery_queued_has_next_due(conn: Store, subs: list[int]) -> None:
     (a1,) = queue_event(conn, 1, subs[:1], at=T0)
     assert show_delivery(conn, a1.delivery_id).next_due == "2026-01-01T00:00:00.000Z"
 
 
-def test_show_delivery_unknown_id_is_not_found(conn: sqlite3.Connection) -> None:
+def test_show_delivery_unknown_id_is_not_found(conn: Store) -> None:
     with pytest.raises(NotFoundError, match="delivery 99 not found"):
         show_delivery(conn, 99)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from prefctl.dispatcher.replay_queue import (
     select,
 )
 from prefctl.errors import NotFoundError, UsageError
-from prefctl.store import subscriptions
+from prefctl.store import Store, subscriptions
 from prefctl.store.db import transaction
 from prefctl.store.delivery_history import get_delivery
 from prefctl.store.events import get_event
@@ -32,14 +31,14 @@ NOW = T0 + 5000
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = open_service_store(tmp_path / "store.db")
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def subs(conn: sqlite3.Connection) -> list[int]:
+def subs(conn: Store) -> list[int]:
     return [
         add_subscription(conn, subscription_body("https://a.example/hook", name="A")),
         add_subscription(conn, subscription_body("https://b.example/hook", name="B")),
@@ -78,7 +77,7 @@ def test_source_check_needs_exactly_one_source(tmp_path: Path) -> None:
 
 
 def test_queue_for_subscription_adds_captured_events_and_keeps_their_event_ids(
-    conn: sqlite3.Connection, subs: list[int], tmp_path: Path
+    conn: Store, subs: list[int], tmp_path: Path
 ) -> None:
     selection = select(None, ReplaySource(file=_capture(tmp_path, 1, 2)))
 
@@ -97,7 +96,7 @@ def test_queue_for_subscription_adds_captured_events_and_keeps_their_event_ids(
 
 
 def test_queue_for_subscription_restarts_a_finished_delivery_of_a_stored_event(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     (a1,) = queue_event(conn, 1, subs[:1])
     finish(conn, a1.delivery_id, state="delivered", status=200, reason=None)
@@ -109,9 +108,7 @@ def test_queue_for_subscription_restarts_a_finished_delivery_of_a_stored_event(
     assert (record.state, record.attempts, record.event_time) == ("queued", 0, NOW)
 
 
-def test_queue_for_subscription_paused_target_is_refused(
-    conn: sqlite3.Connection, subs: list[int]
-) -> None:
+def test_queue_for_subscription_paused_target_is_refused(conn: Store, subs: list[int]) -> None:
     queue_event(conn, 1, subs[:1])
     with transaction(conn):
         subscriptions.set_state(conn, ACCOUNT, subs[1], "Paused", actor="admin", now=T0)
@@ -120,14 +117,14 @@ def test_queue_for_subscription_paused_target_is_refused(
         queue_for_subscription(conn, selection.items, subs[1], now=NOW)
 
 
-def test_select_unknown_event_id_is_not_found(conn: sqlite3.Connection, subs: list[int]) -> None:
+def test_select_unknown_event_id_is_not_found(conn: Store, subs: list[int]) -> None:
     queue_event(conn, 1, subs[:1])
     with pytest.raises(NotFoundError, match=event_id(9)):
         select(conn, ReplaySource(event_ids=(event_id(1), event_id(9))))
 
 
 def test_select_since_and_from_subscription_pick_stored_events(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     queue_event(conn, 1, subs, at=T0)
     queue_event(conn, 2, subs[:1], at=T0 + 100)
@@ -142,7 +139,7 @@ def test_select_since_and_from_subscription_pick_stored_events(
 
 
 def test_requeue_own_restarts_dead_letters_on_their_subscription(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     (a1, b1) = queue_event(conn, 1, subs)
     finish(conn, a1.delivery_id, status=413, reason="PayloadTooLarge")
@@ -158,7 +155,7 @@ def test_requeue_own_restarts_dead_letters_on_their_subscription(
 
 
 def test_requeue_own_stored_events_go_back_to_every_subscription_they_had(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     (a1, b1) = queue_event(conn, 1, subs)
     finish(conn, a1.delivery_id, state="delivered", status=200, reason=None)
@@ -173,7 +170,7 @@ def test_requeue_own_stored_events_go_back_to_every_subscription_they_had(
 
 
 def test_requeue_own_captured_events_need_a_target(
-    conn: sqlite3.Connection, subs: list[int], tmp_path: Path
+    conn: Store, subs: list[int], tmp_path: Path
 ) -> None:
     selection = select(None, ReplaySource(file=_capture(tmp_path, 1)))
     with pytest.raises(UsageError, match="need a target"):
@@ -181,7 +178,7 @@ def test_requeue_own_captured_events_need_a_target(
 
 
 def test_requeue_own_leaves_and_counts_deliveries_of_a_deleted_subscription(
-    conn: sqlite3.Connection, subs: list[int]
+    conn: Store, subs: list[int]
 ) -> None:
     from prefctl.errors import NotFoundError
     from prefctl.store import subscriptions

@@ -15,6 +15,7 @@ import pytest
 from prefctl.emulator.app import EmulatorContext
 from prefctl.emulator.group_writer import GroupWriter, WriterProcessError
 from prefctl.store.db import open_store
+from prefctl.store.errors import StoreError
 from tests.helpers import wait_until
 
 
@@ -101,7 +102,8 @@ def test_group_writer_failing_write_in_a_batch_loses_only_itself(ctx: EmulatorCo
         first, failed, third = asyncio.run(run())
     finally:
         writer.stop()
-    assert isinstance(failed, sqlite3.IntegrityError)
+    assert isinstance(failed, StoreError)
+    assert "NOT NULL constraint failed" in failed.reason
     assert (first, third) == (1, 2)
     assert _notes(ctx) == ["a", "c"]
 

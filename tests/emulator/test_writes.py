@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,10 @@ from prefctl.clock import FakeClock
 from prefctl.emulator.fanout import Fanout
 from prefctl.emulator.writes import ProfileWriter
 from prefctl.errors import NotFoundError
-from prefctl.store import events, profiles, subscriptions
+from prefctl.store import Store, events, profiles, subscriptions
 from prefctl.store.db import connect, transaction
 from prefctl.store.deliveries import claim_due
+from prefctl.store.errors import StoreError
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id
 from tests.store.service_helpers import ACCOUNT, add_subscription, open_service_store
@@ -39,7 +39,7 @@ PROFILE: dict[str, Any] = {
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+def conn(tmp_path: Path) -> Iterator[Store]:
     conn = open_service_store(tmp_path / "store.db")
     yield conn
     conn.close()
@@ -51,18 +51,18 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def writer(conn: sqlite3.Connection, clock: FakeClock) -> ProfileWriter:
+def writer(conn: Store, clock: FakeClock) -> ProfileWriter:
     return ProfileWriter(conn, ACCOUNT, actor="admin", clock=clock, rng=random.Random(7))
 
 
-def _sub(conn: sqlite3.Connection, n: int, *selections: dict[str, Any], **kw: Any) -> int:
+def _sub(conn: Store, n: int, *selections: dict[str, Any], **kw: Any) -> int:
     provisioned = kw.pop("provisioned", True)
     return add_subscription(
         conn, body_of(f"https://hooks.example/{n}", *selections, **kw), provisioned=provisioned
     )
 
 
-def _deliveries(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+def _deliveries(conn: Store) -> list[tuple[int, str, str]]:
     """(subscription id, event type, delivery state) of every delivery."""
     rows = conn.execute(
         "SELECT d.subscription_id, e.event_type, d.state FROM deliveries d"
@@ -71,7 +71,7 @@ def _deliveries(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
     return [tuple(row) for row in rows]
 
 
-def _count(conn: sqlite3.Connection, table: str) -> int:
+def _count(conn: Store, table: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
@@ -86,7 +86,7 @@ def _spec_example(profile: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_create_stores_profile_event_and_delivery_together(
-    conn: sqlite3.Connection, writer: ProfileWriter, clock: FakeClock
+    conn: Store, writer: ProfileWriter, clock: FakeClock
 ) -> None:
     created = _sub(conn, 1)  # selects profile.created
     _sub(conn, 2, {"Entity": "Tags", "EventType": "tag.added"})
@@ -104,13 +104,13 @@ def test_create_stores_profile_event_and_delivery_together(
     assert _deliveries(conn) == [(created, "profile.created", "queued")]
 
 
-def test_event_ids_come_from_the_injected_rng(conn: sqlite3.Connection, clock: FakeClock) -> None:
+def test_event_ids_come_from_the_injected_rng(conn: Store, clock: FakeClock) -> None:
     writer = ProfileWriter(conn, ACCOUNT, actor="a", clock=clock, rng=random.Random(1))
     assert writer.create({}).events[0].event_id == new_event_id(random.Random(1))
 
 
 def test_spec_example_fans_out_only_to_matching_receiving_subscriptions(
-    conn: sqlite3.Connection, writer: ProfileWriter
+    conn: Store, writer: ProfileWriter
 ) -> None:
     profile_id = writer.create(PROFILE).profile["ProfileId"]  # type: ignore[index]
     work_email = _sub(
@@ -173,22 +173,20 @@ def test_spec_example_fans_out_only_to_matching_receiving_subscriptions(
     assert result.deliveries == 5
 
 
-def test_failure_mid_write_leaves_nothing(conn: sqlite3.Connection, writer: ProfileWriter) -> None:
+def test_failure_mid_write_leaves_nothing(conn: Store, writer: ProfileWriter) -> None:
     _sub(conn, 1)
     conn.execute(
         "CREATE TEMP TRIGGER broken_queue BEFORE INSERT ON deliveries"
         " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
     )
-    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+    with pytest.raises(StoreError, match="disk full"):
         writer.create(PROFILE)
     assert [_count(conn, t) for t in ("profiles", "events", "deliveries")] == [0, 0, 0]
     conn.execute("DROP TRIGGER broken_queue")
     assert writer.create(PROFILE).profile["ProfileId"] == 1001  # type: ignore[index]
 
 
-def test_update_whose_change_raises_writes_nothing(
-    conn: sqlite3.Connection, writer: ProfileWriter
-) -> None:
+def test_update_whose_change_raises_writes_nothing(conn: Store, writer: ProfileWriter) -> None:
     writer.create(PROFILE)
 
     def invalid(profile: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +198,7 @@ def test_update_whose_change_raises_writes_nothing(
 
 
 def test_update_that_changes_nothing_stores_and_emits_nothing(
-    conn: sqlite3.Connection, writer: ProfileWriter, clock: FakeClock
+    conn: Store, writer: ProfileWriter, clock: FakeClock
 ) -> None:
     before = writer.create(PROFILE).profile
     clock.advance(60)
@@ -231,9 +229,7 @@ def test_replace_keeps_identity_lifecycle_and_creation(
     assert profile["Edited"]["ModifiedDate"] == "2026-01-01T00:01:00.000Z"
 
 
-def test_lifecycle_operations_emit_their_event(
-    conn: sqlite3.Connection, writer: ProfileWriter
-) -> None:
+def test_lifecycle_operations_emit_their_event(conn: Store, writer: ProfileWriter) -> None:
     writer.create(PROFILE)
     off = writer.deactivate(1001, "CustomerRequest")
     assert off.profile is not None
@@ -254,13 +250,13 @@ def test_lifecycle_operations_emit_their_event(
         writer.update(1001, lambda profile: profile)
 
 
-def _pause(conn: sqlite3.Connection, subscription_id: int, state: str, now: float) -> None:
+def _pause(conn: Store, subscription_id: int, state: str, now: float) -> None:
     with transaction(conn):
         subscriptions.set_state(conn, ACCOUNT, subscription_id, state, actor="a", now=now)  # type: ignore[arg-type]
 
 
 def test_pause_with_catch_up_holds_events_and_resume_queues_them_with_new_event_time(
-    conn: sqlite3.Connection, writer: ProfileWriter, clock: FakeClock
+    conn: Store, writer: ProfileWriter, clock: FakeClock
 ) -> None:
     subscription_id = _sub(conn, 1, {"Entity": "Tags", "EventType": "tag.added"}, catch_up=True)
     writer.create({})
@@ -280,7 +276,7 @@ def test_pause_with_catch_up_holds_events_and_resume_queues_them_with_new_event_
 
 
 def test_pause_without_catch_up_drops_events(
-    conn: sqlite3.Connection, writer: ProfileWriter, clock: FakeClock
+    conn: Store, writer: ProfileWriter, clock: FakeClock
 ) -> None:
     subscription_id = _sub(conn, 1, {"Entity": "Tags", "EventType": "tag.added"})
     writer.create({})
@@ -295,7 +291,7 @@ def test_pause_without_catch_up_drops_events(
 
 
 def test_shared_fanout_follows_subscription_changes_made_by_another_connection(
-    conn: sqlite3.Connection, clock: FakeClock, tmp_path: Path
+    conn: Store, clock: FakeClock, tmp_path: Path
 ) -> None:
     fanout = Fanout()  # one per emulator, shared by every write as the REST API does
     other = connect(tmp_path / "store.db")  # the CLI, or the API's own connection

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from prefctl.store import subscriptions
+from prefctl.store import Store, subscriptions
 from prefctl.store.accounts import Account, add_account
 from prefctl.store.db import connect, transaction
 from prefctl.store.migrations import migrate
@@ -16,7 +16,7 @@ ACCOUNT = "DEMO_CORP"
 OTHER_ACCOUNT = "OTHER_CORP"
 
 
-def open_service_store(path: Path) -> sqlite3.Connection:
+def open_service_store(path: Path) -> Store:
     """A migrated store at ``path`` with the accounts DEMO_CORP and OTHER_CORP."""
     conn = connect(path)
     migrate(conn)

@@ -9,6 +9,7 @@ import pytest
 
 from prefctl.emulator.write_process import run_batch
 from prefctl.errors import DiskFullError
+from prefctl.store import Store
 from prefctl.store.db import connect, execute_rows, open_store, transaction
 from tests.helpers import run_at_once
 
@@ -63,7 +64,7 @@ def test_processes_creating_the_emulator_store_at_once_never_see_it_empty(tmp_pa
         assert {out.strip() for out, _ in outputs} == {"True"}, outputs
 
 
-def _full(path: Path) -> sqlite3.Connection:
+def _full(path: Path) -> Store:
     """A connection to a new store that may not grow past a few pages: SQLite's own
     SQLITE_FULL, as a full disk gives it (``max_page_count`` is this connection's limit)."""
     conn = connect(path)

@@ -8,6 +8,7 @@ import pytest
 
 from prefctl.store import deliveries, events
 from prefctl.store.db import transaction
+from prefctl.store.errors import StoreError
 from prefctl.store.events import EventQuery, NewEvent
 from tests.store.service_helpers import (
     ACCOUNT,
@@ -180,6 +181,6 @@ def test_insert_events_returns_the_ids_stored_in_order_with_or_without_a_transac
     stored = dict(conn.execute("SELECT event_id, id FROM events").fetchall())
     assert [stored[f"00000000-0000-4000-8000-{n:012d}"] for n in range(1, 6)] == first + later
     assert first + later == list(range(first[0], first[0] + 5))
-    with pytest.raises(sqlite3.IntegrityError):  # an EventId is stored once, and a failing call
+    with pytest.raises(StoreError, match="UNIQUE"):  # an EventId is stored once, and a failing call
         events.insert_events(conn, ACCOUNT, [_event(6), _event(1)])
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 5  # stores nothing

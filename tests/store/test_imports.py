@@ -11,6 +11,7 @@ from prefctl.clock import FakeClock
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import imports, profiles
 from prefctl.store.db import transaction
+from prefctl.store.errors import StoreError
 from prefctl.store.imports import ImportJob
 from tests.store.service_helpers import (
     ACCOUNT,
@@ -149,7 +150,7 @@ def test_import_that_cannot_write_fails_with_the_reason(
         "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
         " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
     )
-    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+    with pytest.raises(StoreError, match="disk full"):
         imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=1)
     job = _status(conn, import_id)
     assert (job.state, job.processed_records, job.created_profiles) == ("Failed", 1, 1)

@@ -7,6 +7,7 @@ import pytest
 
 from prefctl.errors import ConfigError
 from prefctl.store.db import connect, open_store, transaction
+from prefctl.store.errors import StoreError
 from prefctl.store.migrations import Migration, applied, bundled_migrations, migrate
 
 FIRST = Migration("0001_widgets", "CREATE TABLE widgets (id INTEGER PRIMARY KEY, name TEXT);")
@@ -25,7 +26,7 @@ def test_migrate_applies_in_order_once(tmp_path: Path) -> None:
 
 def test_failing_migration_rolls_back(tmp_path: Path) -> None:
     conn = connect(tmp_path / "s.db")
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StoreError, match="no such table"):
         migrate(conn, (FIRST, BROKEN))
     assert applied(conn) == ["0001_widgets"]
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -495,25 +495,16 @@ def _render_unexpected(exc: Exception, *, help_asked: bool = False) -> int:
             message = re.sub(r"\.?\s*Did you mean [^?]*\?$", "", message)
         out.error(in_user_words(message), hint or f"see {where}")
         return int(exc.exit_code)
-    import sqlite3
+    from prefctl.store.db import store_error
+    from prefctl.store.errors import StoreError
 
-    from prefctl.store.db import BUSY_TIMEOUT_MS, DAMAGED_HINT, is_busy, is_damaged, is_disk_full
-
-    if is_damaged(exc):
-        # A store damaged on disk (a failing disk, a copy taken mid-write): not a bug of prefctl.
-        out.error(f"the store is damaged: {exc}", DAMAGED_HINT)
-        return EXIT_USAGE
-    if isinstance(exc, sqlite3.Error) and is_disk_full(exc):  # outside a store transaction
-        out.error(f"the disk is full: {exc}", "free some space on it and try again")
-        return EXIT_USAGE
-
-    if is_busy(exc):  # another process held the store's write lock for the whole busy timeout
-        out.error(
-            f"the store is busy: another prefctl command kept it locked for over"
-            f" {BUSY_TIMEOUT_MS / 1000:g} s",
-            "try again when it has finished",
-        )
-        return EXIT_FAILED
+    # The store's failure that escaped a plain read (a transaction's is a PrefctlError already):
+    # a damaged store file (a failing disk, a copy taken mid-write), a full disk, a store another
+    # process held locked for the whole busy timeout. Not a bug of prefctl.
+    failure = store_error(exc)
+    if failure is not None and type(failure) is not StoreError:
+        out.error(failure.message, failure.hint)
+        return failure.exit_code
     if isinstance(exc, OSError) and exc.errno == 32:  # broken pipe: the reader went away
         return EXIT_FAILED
     if isinstance(exc, OSError) and help_asked:  # only help was written: to a full disk, say

@@ -38,9 +38,8 @@ from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.errors import UsageError
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from prefctl.dispatcher.deadletters import DeadLetterDetail, DeadLetterFilter, ExportFormat
+    from prefctl.store import Store
 
 SubscriptionOption = SubscriptionRefOption
 AllOption = Annotated[
@@ -309,9 +308,7 @@ def _stdout_write(data: bytes) -> None:
         stdout.write(data.decode("utf-8"))
 
 
-def _export_to_file(
-    conn: sqlite3.Connection, selection: DeadLetterFilter, file: Path, fmt: ExportFormat
-) -> int:
+def _export_to_file(conn: Store, selection: DeadLetterFilter, file: Path, fmt: ExportFormat) -> int:
     from prefctl.dispatcher.deadletters import export_dead_letters
     from prefctl.private_files import replacing_private
 

@@ -8,7 +8,6 @@ and reads the alert emails back from ``alerts.mbox`` the way a mail client would
 from __future__ import annotations
 
 import queue
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from prefctl.demo.model import DemoStep, OnStep, StepKind
 from prefctl.dispatcher.mail import MBOX_FILE, read_mbox
 from prefctl.receiver.serve import RunningReceiver
 from prefctl.receiver.verdict import Kind, SignatureResult, Verdict, format_line
+from prefctl.store import Store
 from prefctl.store.delivery_history import DeliveryQuery, DeliveryRecord, list_deliveries
 
 __all__ = ["FINAL_STATES", "POLL_SECONDS", "DemoWatch"]
@@ -32,9 +32,7 @@ VERDICT_GRACE_SECONDS = 1.0
 class DemoWatch:
     """The receiver's verdicts so far (``verdicts``) and reads of the store at ``conn``."""
 
-    def __init__(
-        self, receiver: RunningReceiver, conn: sqlite3.Connection, on_step: OnStep
-    ) -> None:
+    def __init__(self, receiver: RunningReceiver, conn: Store, on_step: OnStep) -> None:
         self.receiver = receiver
         self.conn = conn
         self.on_step = on_step

@@ -20,7 +20,6 @@ that one alert in full.
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from prefctl.dispatcher.mail import (
     read_mbox_bytes,
 )
 from prefctl.errors import ConfigError, NotFoundError
-from prefctl.store import accounts, subscriptions
+from prefctl.store import Store, accounts, subscriptions
 from prefctl.store import alerts as store
 from prefctl.store.timestamps import wire_time
 
@@ -185,7 +184,7 @@ def _is_wanted(wanted: str, alert_id: int | None, message_id: str) -> bool:
 
 
 @contextmanager
-def _store(data_dir: Path) -> Iterator[sqlite3.Connection | None]:
+def _store(data_dir: Path) -> Iterator[Store | None]:
     from prefctl.config.paths import store_path
     from prefctl.store.db import open_store
 
@@ -197,7 +196,7 @@ def _store(data_dir: Path) -> Iterator[sqlite3.Connection | None]:
         yield conn
 
 
-def _subscription_names(conn: sqlite3.Connection | None) -> list[tuple[int, str]]:
+def _subscription_names(conn: Store | None) -> list[tuple[int, str]]:
     """(Id, Name) of every subscription of the store, in any account."""
     if conn is None:
         return []

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -54,12 +53,13 @@ from prefctl.dispatcher.alert_email import AlertContent
 from prefctl.dispatcher.mail import SMTP_SETTING, Mailer, SmtpSettings
 from prefctl.dispatcher.observer import BackgroundObserver, CycleResults, ObserverContext
 from prefctl.errors import PrefctlError
+from prefctl.store import Store
 from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store
 from prefctl.store.accounts import get_account
 from prefctl.store.db import connect, transaction
 from prefctl.store.settings import get_settings
-from prefctl.store.subscriptions import SubscriptionRecord, get_subscription
+from prefctl.store.subscriptions import SubscriptionRecord, alerting_account, get_subscription
 
 __all__ = [
     "AlertMonitor",
@@ -148,7 +148,7 @@ class AlertMonitor:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         mailer: Mailer,
         *,
         time_scale: float = 1.0,
@@ -246,7 +246,7 @@ class AlertMonitor:
                 incidents.add_dead_letters(conn, subscription_id, incident.id, letters)
             incidents.add_to_incident(conn, incident.id, len(letters), now=at)
             return
-        account = _alerting_account(conn, subscription_id)
+        account = alerting_account(conn, subscription_id)
         if account is None:
             return
         limits = rules(account)
@@ -427,15 +427,6 @@ def observer(context: ObserverContext) -> BackgroundObserver | None:
 
 class _Rules(Protocol):
     def __call__(self, account: str) -> AlertRules: ...
-
-
-def _alerting_account(conn: sqlite3.Connection, subscription_id: int) -> str | None:
-    """The subscription's account when its alerts are enabled, else None."""
-    row = conn.execute(
-        "SELECT service_client_id FROM subscriptions WHERE id = ? AND alerts_enabled = 1",
-        (subscription_id,),
-    ).fetchone()
-    return None if row is None else str(row[0])
 
 
 def _pending(record: DeadLetter, at: float) -> incidents.PendingDeadLetter:

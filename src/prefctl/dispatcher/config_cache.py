@@ -10,11 +10,10 @@ private in-memory one) is read once.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from prefctl.store import dispatcher_state
+from prefctl.store import Store, dispatcher_state
 from prefctl.store.accounts import Account, get_account, list_accounts
 from prefctl.store.dispatcher_state import TlsRow
 from prefctl.store.settings import get_settings
@@ -49,9 +48,7 @@ class ConfigCache:
     settings returned are frozen.
     """
 
-    def __init__(
-        self, conn: sqlite3.Connection, account: str | None = None, *, static: bool = False
-    ) -> None:
+    def __init__(self, conn: Store, account: str | None = None, *, static: bool = False) -> None:
         self.conn = conn
         self.account = account
         self.static = static

@@ -24,7 +24,6 @@ id when the event went to several subscriptions.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -33,7 +32,7 @@ import orjson
 
 from prefctl.dispatcher.operations import iter_deliveries
 from prefctl.errors import NotFoundError, UsageError
-from prefctl.store import accounts, subscriptions
+from prefctl.store import Store, accounts, subscriptions
 from prefctl.store.db import snapshot, transaction
 from prefctl.store.deliveries import requeue
 from prefctl.store.delivery_history import (
@@ -110,7 +109,7 @@ class DeadLetterFilter:
 
 
 def list_dead_letters(
-    conn: sqlite3.Connection, selection: DeadLetterFilter, *, limit: int | None = None
+    conn: Store, selection: DeadLetterFilter, *, limit: int | None = None
 ) -> list[DeliveryRecord]:
     """Dead letters matching ``selection``, oldest delivery first (all of them without limit)."""
     if limit is not None and limit < 1:
@@ -121,7 +120,7 @@ def list_dead_letters(
     return records
 
 
-def find_dead_letters(conn: sqlite3.Connection, name: str) -> list[DeliveryRecord]:
+def find_dead_letters(conn: Store, name: str) -> list[DeliveryRecord]:
     """The dead letters named by ``name``: a delivery id (digits) or an EventId.
 
     An EventId names one dead letter per subscription it was dead-lettered for.
@@ -156,7 +155,7 @@ class DeadLetterDetail:
         }
 
 
-def show_dead_letter(conn: sqlite3.Connection, name: str) -> list[DeadLetterDetail]:
+def show_dead_letter(conn: Store, name: str) -> list[DeadLetterDetail]:
     """Every dead letter named by ``name`` (usually one) with its timeline and event."""
     return [
         DeadLetterDetail(record, list_attempts(conn, record.delivery_id), sent_event(conn, record))
@@ -164,7 +163,7 @@ def show_dead_letter(conn: sqlite3.Connection, name: str) -> list[DeadLetterDeta
     ]
 
 
-def sent_event(conn: sqlite3.Connection, record: DeliveryRecord) -> dict[str, Any] | None:
+def sent_event(conn: Store, record: DeliveryRecord) -> dict[str, Any] | None:
     """The notification of ``record``'s event as its subscription got it (DESIGN §7.3)."""
     event = get_event(conn, record.service_client_id, record.event_id)
     if event is None:
@@ -182,9 +181,7 @@ class Redrive:
     of_deleted_subscriptions: list[DeliveryRecord]
 
 
-def redrive_dead_letters(
-    conn: sqlite3.Connection, selection: DeadLetterFilter, *, now: float
-) -> Redrive:
+def redrive_dead_letters(conn: Store, selection: DeadLetterFilter, *, now: float) -> Redrive:
     """Queue the selected dead letters again (see the module docstring), in one transaction;
     those of a deleted subscription stay where they are."""
     with transaction(conn):
@@ -196,7 +193,7 @@ def redrive_dead_letters(
 
 
 def export_dead_letters(
-    conn: sqlite3.Connection,
+    conn: Store,
     selection: DeadLetterFilter,
     write: Callable[[bytes], Any],
     *,
@@ -226,7 +223,7 @@ def export_dead_letters(
     return count
 
 
-def _require_subscription(conn: sqlite3.Connection, subscription_id: int | None) -> None:
+def _require_subscription(conn: Store, subscription_id: int | None) -> None:
     """NotFoundError unless ``subscription_id`` (when given) is a subscription of the store, in
     any account, or has dead letters there."""
     if subscription_id is None:
@@ -242,14 +239,14 @@ def _require_subscription(conn: sqlite3.Connection, subscription_id: int | None)
         )
 
 
-def _export_lines(conn: sqlite3.Connection, selection: DeadLetterFilter) -> Iterator[bytes]:
+def _export_lines(conn: Store, selection: DeadLetterFilter) -> Iterator[bytes]:
     for record in iter_deliveries(conn, selection.query()):
         exported = {**dead_letter_dict(record), "event": sent_event(conn, record)}
         yield orjson.dumps(exported)
 
 
 def purge_dead_letters(
-    conn: sqlite3.Connection,
+    conn: Store,
     selection: DeadLetterFilter,
     *,
     counted: Collection[int] | None = None,

@@ -45,7 +45,6 @@ import base64
 import logging
 import math
 import random
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -68,7 +67,7 @@ from prefctl.dispatcher.totals import CycleReport, EngineTotals
 from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
 from prefctl.errors import NotFoundError
 from prefctl.logs import register_secret
-from prefctl.store import dispatcher_state
+from prefctl.store import Store, dispatcher_state
 from prefctl.store.accounts import Account, get_account
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import (
@@ -143,7 +142,7 @@ class Engine:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         *,
         transport: Transport,
         clock: Clock | None = None,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import sqlite3
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from prefctl.clock import Clock
 from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS, DeadLetterReason
-from prefctl.store import accounts, deliveries
+from prefctl.store import Store, accounts, deliveries
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
 from prefctl.store.subscriptions import ProvisioningState, SubscriptionRecord
@@ -141,7 +140,7 @@ class ManualValidation(StrEnum):
 
 
 def confirm_validation(
-    conn: sqlite3.Connection, token: str, *, now: float
+    conn: Store, token: str, *, now: float
 ) -> tuple[ManualValidation, SubscriptionRecord | None]:
     """``GET {api_url}/validation/{token}``: Succeeded within the window (also while the POST is
     still under way); a GET after it fails an AwaitingManualAction subscription at once."""
@@ -175,7 +174,7 @@ class _Waiting:
 
 
 def _begin(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     *,
@@ -212,7 +211,7 @@ def _begin(
 
 
 def _record(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     handshake: Handshake,
@@ -253,9 +252,7 @@ def _record(
         return 0.0
 
 
-def _expire(
-    conn: sqlite3.Connection, account: str, subscription_id: int, token: str, *, now: float
-) -> bool:
+def _expire(conn: Store, account: str, subscription_id: int, token: str, *, now: float) -> bool:
     """Fail an AwaitingManualAction subscription whose window ``token`` ended unused."""
     with transaction(conn):
         record = store.get_subscription(conn, account, subscription_id)
@@ -270,7 +267,7 @@ def _expire(
 
 
 def _fail(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     *,
     now: float,
@@ -292,7 +289,7 @@ def _fail(
     )
 
 
-def _pending(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+def _pending(conn: Store) -> list[tuple[str, int]]:
     """(account, id) of every subscription whose provisioning has not ended."""
     return [
         (account.service_client_id, record.id)
@@ -302,7 +299,7 @@ def _pending(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     ]
 
 
-def _reload(conn: sqlite3.Connection, record: SubscriptionRecord) -> SubscriptionRecord | None:
+def _reload(conn: Store, record: SubscriptionRecord) -> SubscriptionRecord | None:
     return store.get_subscription(conn, record.service_client_id, record.id)
 
 
@@ -320,7 +317,7 @@ class HandshakeRunner:
 
     def __init__(
         self,
-        connect: Callable[[], sqlite3.Connection],
+        connect: Callable[[], Store],
         *,
         clock: Clock,
         rng: random.Random,

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import sqlite3
 import threading
 from pathlib import Path
 
 from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS
+from prefctl.store import Store
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import release_claims
 from prefctl.store.dispatcher_state import lease_owners
@@ -61,7 +61,7 @@ def lease_seconds(duration_seconds: float, time_scale: float) -> float:
     return (RESPONSE_TIMEOUT_SECONDS + duration_seconds) / time_scale + LEASE_MARGIN_SECONDS
 
 
-def release_dead_owners(conn: sqlite3.Connection) -> int:
+def release_dead_owners(conn: Store) -> int:
     """Give back the leases of dead owners on this host; returns how many deliveries."""
     host = socket.gethostname()
     released = 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import logging
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from prefctl.clock import Clock
+from prefctl.store import Store
 from prefctl.store.deliveries import Attempt
 from prefctl.store.delivery_history import DeliveryRecord
 from prefctl.store.timestamps import wire_time
@@ -161,7 +161,7 @@ class ObserverContext:
     the callbacks (same thread), never from a ``BackgroundObserver``'s worker."""
 
     store_path: Path | None
-    conn: sqlite3.Connection
+    conn: Store
     clock: Clock
     time_scale: float
     settings: Mapping[str, Any] = field(default_factory=dict)

@@ -15,7 +15,6 @@ Records print with snake_case keys (``DeliveryRecord.to_dict``); a delivery's ti
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.errors import NotFoundError, UsageError
+from prefctl.store import Store
 from prefctl.store.deliveries import DeliveryState
 from prefctl.store.delivery_history import (
     AttemptRecord,
@@ -66,7 +66,7 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
 
 
 @contextmanager
-def open_existing_store(path: Path) -> Iterator[sqlite3.Connection]:
+def open_existing_store(path: Path) -> Iterator[Store]:
     """Open (and migrate) a store that exists; a missing file, or one that is not a prefctl
     store, is an error (``require_store``), never a new store."""
     from prefctl.store.db import open_store, require_store
@@ -103,7 +103,7 @@ class DeliveryTimeline:
 
 
 def iter_deliveries(
-    conn: sqlite3.Connection, query: DeliveryQuery, *, limit: int | None = None
+    conn: Store, query: DeliveryQuery, *, limit: int | None = None
 ) -> Iterator[DeliveryRecord]:
     """Every delivery matching ``query`` in id order (up to ``limit``), read a page at a time."""
     after_id, left = 0, limit
@@ -119,7 +119,7 @@ def iter_deliveries(
 
 
 def list_deliveries(
-    conn: sqlite3.Connection,
+    conn: Store,
     *,
     subscription_id: int | None = None,
     states: Sequence[DeliveryState] = (),
@@ -141,7 +141,7 @@ def list_deliveries(
     return _list_deliveries(conn, query, limit=limit, after_id=after_id)
 
 
-def show_delivery(conn: sqlite3.Connection, delivery_id: int) -> DeliveryTimeline:
+def show_delivery(conn: Store, delivery_id: int) -> DeliveryTimeline:
     """The delivery with its attempt timeline; ``NotFoundError`` when there is none."""
     record = get_delivery(conn, delivery_id)
     if record is None:

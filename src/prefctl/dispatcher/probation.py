@@ -13,13 +13,12 @@ only keeps one health per endpoint, in rule time (``RuleTime``), and says what t
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from prefctl.dispatcher.policy import EndpointHealth, Outcome
 from prefctl.dispatcher.rule_time import RuleTime
-from prefctl.store import dispatcher_state
+from prefctl.store import Store, dispatcher_state
 from prefctl.store.dispatcher_state import HealthRow
 
 __all__ = ["Endpoint", "Probation"]
@@ -38,7 +37,7 @@ class Probation:
     _ended: dict[Endpoint, float] = field(default_factory=dict)  # endpoint → real probe slot
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection, rules: RuleTime, account: str | None) -> Probation:
+    def load(cls, conn: Store, rules: RuleTime, account: str | None) -> Probation:
         probation = cls(rules)
         for row in dispatcher_state.load_health(conn, account):
             probation._health[(row.service_client_id, row.url)] = EndpointHealth(
@@ -93,7 +92,7 @@ class Probation:
     def dirty(self) -> bool:
         return bool(self._changed or self._ended)
 
-    def save(self, conn: sqlite3.Connection, *, now: float) -> None:
+    def save(self, conn: Store, *, now: float) -> None:
         """Write what changed since the last save (inside the caller's transaction)."""
         rows, gone = [], []
         for endpoint in self._changed:

@@ -21,7 +21,6 @@ subscription's id as SubscriptionId (1), since the URL belongs to no subscriptio
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,7 +30,7 @@ from prefctl.dispatcher.replay_model import ReplayConfig, ReplayOutcome, ReplayS
 from prefctl.dispatcher.replay_queue import ReplayItem, select
 from prefctl.dispatcher.replay_wait import engine_running, wait_final
 from prefctl.errors import UsageError
-from prefctl.store import accounts, dispatcher_state, settings, subscriptions
+from prefctl.store import Store, accounts, dispatcher_state, settings, subscriptions
 from prefctl.store.accounts import Account
 from prefctl.store.db import ensure_private_store, open_store, transaction
 from prefctl.store.deliveries import enqueue
@@ -86,7 +85,7 @@ async def replay_to_url(config: ReplayConfig, started: float) -> ReplaySummary:
 
 def _open_source(
     config: ReplayConfig,
-) -> contextlib.AbstractContextManager[sqlite3.Connection | None]:
+) -> contextlib.AbstractContextManager[Store | None]:
     if config.store_path is None:
         return contextlib.nullcontext()
     from prefctl.dispatcher.operations import open_existing_store
@@ -101,9 +100,7 @@ def _unique(items: Sequence[ReplayItem]) -> tuple[list[ReplayItem], int]:
     return kept, len(items) - len(kept)
 
 
-def _signer(
-    source: sqlite3.Connection | None, items: Sequence[ReplayItem], config: ReplayConfig
-) -> Account:
+def _signer(source: Store | None, items: Sequence[ReplayItem], config: ReplayConfig) -> Account:
     """The account the replay signs as: the events' account in the store, else the profile's
     webhook credentials."""
     if source is not None:
@@ -127,9 +124,7 @@ def _signer(
     )
 
 
-def _settings(
-    source: sqlite3.Connection | None, signer: Account, max_attempts: int | None
-) -> dict[str, int]:
+def _settings(source: Store | None, signer: Account, max_attempts: int | None) -> dict[str, int]:
     values = (
         settings.default_settings()
         if source is None
@@ -141,7 +136,7 @@ def _settings(
 
 
 def _queue(
-    conn: sqlite3.Connection, account: str, url: str, items: Sequence[ReplayItem], now: float
+    conn: Store, account: str, url: str, items: Sequence[ReplayItem], now: float
 ) -> list[int]:
     """The temporary subscription, the events and one delivery each; returns the delivery ids."""
     selections = [

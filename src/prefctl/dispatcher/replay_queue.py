@@ -16,7 +16,6 @@ still pending is left as it is and simply waited for.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,10 @@ from prefctl.dispatcher.captures import CapturedEvent, read_captured
 from prefctl.dispatcher.deadletters import DeadLetterFilter, list_dead_letters
 from prefctl.dispatcher.operations import iter_deliveries
 from prefctl.errors import NotFoundError, UsageError
-from prefctl.store import accounts, subscriptions
+from prefctl.store import Store, accounts, subscriptions
 from prefctl.store.deliveries import enqueue, requeue
 from prefctl.store.delivery_history import DeliveryQuery, DeliveryRecord, get_delivery
-from prefctl.store.events import EventQuery, StoredEvent, get_event, insert_events, list_events
+from prefctl.store.events import EventQuery, StoredEvent, get_event, list_events, stored_rowid
 from prefctl.store.subscriptions import SubscriptionRecord
 
 __all__ = [
@@ -96,7 +95,7 @@ class Selection:
     duplicates: int = 0
 
 
-def select(conn: sqlite3.Connection | None, source: ReplaySource) -> Selection:
+def select(conn: Store | None, source: ReplaySource) -> Selection:
     """The events ``source`` names; ``conn`` may be None for a file only."""
     source.check()
     if source.file is not None:
@@ -116,7 +115,7 @@ def select(conn: sqlite3.Connection | None, source: ReplaySource) -> Selection:
     return Selection([ReplayItem(_captured(e), e.rowid) for e in _stored_events(conn, source)])
 
 
-def _stored_events(conn: sqlite3.Connection, source: ReplaySource) -> list[StoredEvent]:
+def _stored_events(conn: Store, source: ReplaySource) -> list[StoredEvent]:
     account_ids = [account.service_client_id for account in accounts.list_accounts(conn)]
     if source.event_ids:
         found: dict[str, StoredEvent] = {}
@@ -162,7 +161,7 @@ def _captured(event: StoredEvent, subscription_id: int | None = None) -> Capture
     )
 
 
-def find_subscription(conn: sqlite3.Connection, subscription_id: int) -> SubscriptionRecord:
+def find_subscription(conn: Store, subscription_id: int) -> SubscriptionRecord:
     """The subscription with this id in any account of the store; NotFoundError otherwise."""
     for account in accounts.list_accounts(conn):
         record = subscriptions.get_subscription(conn, account.service_client_id, subscription_id)
@@ -191,7 +190,7 @@ def _check_receiving(records: Sequence[SubscriptionRecord]) -> None:
 
 
 def queue_for_subscription(
-    conn: sqlite3.Connection, items: Sequence[ReplayItem], subscription_id: int, *, now: float
+    conn: Store, items: Sequence[ReplayItem], subscription_id: int, *, now: float
 ) -> list[int]:
     """Queue every item for the subscription (one transaction); returns the delivery ids.
 
@@ -212,16 +211,13 @@ def queue_for_subscription(
         return [enqueue(conn, rowid, subscription_id, now=now) for rowid in rowids]
 
 
-def _stored_rowid(conn: sqlite3.Connection, account: str, event: CapturedEvent) -> int:
-    existing = get_event(conn, account, event.event_id)
-    if existing is not None:
-        return existing.rowid
-    try:
-        return insert_events(conn, account, [event.new_event()])[0]
-    except sqlite3.IntegrityError:
+def _stored_rowid(conn: Store, account: str, event: CapturedEvent) -> int:
+    rowid = stored_rowid(conn, account, event.new_event())
+    if rowid is None:
         raise UsageError(
             f"event {event.event_id} is stored for another account than the target subscription's"
-        ) from None
+        )
+    return rowid
 
 
 class Requeued(NamedTuple):
@@ -233,7 +229,7 @@ class Requeued(NamedTuple):
 
 
 def requeue_own(
-    conn: sqlite3.Connection,
+    conn: Store,
     selection: Selection,
     *,
     now: float,
@@ -265,7 +261,7 @@ def requeue_own(
 
 
 def _deliveries_of(
-    conn: sqlite3.Connection, event_ids: Sequence[str], subscription_id: int | None
+    conn: Store, event_ids: Sequence[str], subscription_id: int | None
 ) -> Iterator[DeliveryRecord]:
     for start in range(0, len(event_ids), _CHUNK):
         chunk = tuple(event_ids[start : start + _CHUNK])

@@ -4,11 +4,11 @@ poll of the store until they are final (``wait_final``), shared by both kinds of
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from prefctl.dispatcher.replay_model import ReplayConfig, ReplayProgress
+from prefctl.store import Store
 from prefctl.store.deliveries import FINAL_STATES
 from prefctl.store.delivery_history import DeliveryRecord, delivery_states, get_deliveries
 
@@ -38,7 +38,7 @@ async def engine_running(
 
 
 async def wait_final(
-    conn: sqlite3.Connection,
+    conn: Store,
     delivery_ids: Sequence[int],
     config: ReplayConfig,
     started: float,

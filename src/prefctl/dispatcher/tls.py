@@ -15,7 +15,6 @@ PKI). The engine picks a change up at its next cycle.
 
 from __future__ import annotations
 
-import sqlite3
 import ssl
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.logs import register_secret
 from prefctl.private_files import os_reason
+from prefctl.store import Store
 from prefctl.store.accounts import list_accounts
 from prefctl.store.db import transaction
 from prefctl.store.dispatcher_state import TlsRow, clear_tls, get_tls, put_tls
@@ -30,7 +30,7 @@ from prefctl.store.dispatcher_state import TlsRow, clear_tls, get_tls, put_tls
 __all__ = ["clear", "describe", "install", "resolve_account", "show", "ssl_context"]
 
 
-def resolve_account(conn: sqlite3.Connection, account: str | None) -> str:
+def resolve_account(conn: Store, account: str | None) -> str:
     """``account``, or the store's only account; a UsageError when it has several."""
     names = [a.service_client_id for a in list_accounts(conn)]
     if account is not None:
@@ -50,7 +50,7 @@ def resolve_account(conn: sqlite3.Connection, account: str | None) -> str:
 
 
 def install(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     *,
     cert: Path | None,
@@ -97,12 +97,12 @@ def install(
     return row
 
 
-def show(conn: sqlite3.Connection, account: str) -> dict[str, Any]:
+def show(conn: Store, account: str) -> dict[str, Any]:
     """What is installed for ``account`` (never the key)."""
     return describe(account, get_tls(conn, account))
 
 
-def clear(conn: sqlite3.Connection, account: str) -> bool:
+def clear(conn: Store, account: str) -> bool:
     """Remove the account's delivery TLS settings; False when there were none."""
     with transaction(conn):
         return clear_tls(conn, account)

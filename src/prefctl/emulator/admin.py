@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import re
 import secrets
-import sqlite3
 import string
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 from prefctl.clock import Clock
 from prefctl.config import paths
 from prefctl.errors import NotFoundError, PrefctlError, UsageError
-from prefctl.store import accounts, tokens
+from prefctl.store import Store, accounts, tokens
 from prefctl.store.accounts import PERMISSIONS, Account, LocalCredentials, OAuthClient, User
 from prefctl.store.db import ensure_private_store, open_store, transaction
 from prefctl.store.timestamps import epoch
@@ -75,7 +74,7 @@ class Revocation:
 
 
 @contextmanager
-def open_admin_store(data_dir: Path) -> Iterator[sqlite3.Connection]:
+def open_admin_store(data_dir: Path) -> Iterator[Store]:
     """The data dir's store (created 0600 and migrated if needed), closed when the block ends."""
     with open_store(ensure_private_store(data_dir)) as conn:
         yield conn
@@ -86,7 +85,7 @@ def random_string(length: int) -> str:
     return "".join(secrets.choice(_ALPHANUMERIC) for _ in range(length))
 
 
-def bootstrap(conn: sqlite3.Connection, clock: Clock) -> Bootstrap:
+def bootstrap(conn: Store, clock: Clock) -> Bootstrap:
     """Create the account, its admin client and user on first use; afterwards return them."""
     with transaction(conn):
         existing = accounts.get_local_credentials(conn)
@@ -118,7 +117,7 @@ def bootstrap(conn: sqlite3.Connection, clock: Clock) -> Bootstrap:
 
 
 def add_client(
-    conn: sqlite3.Connection,
+    conn: Store,
     clock: Clock,
     *,
     name: str = "",
@@ -160,13 +159,13 @@ def add_client(
     return NewClient(client, secret)
 
 
-def list_clients(conn: sqlite3.Connection, clock: Clock) -> list[OAuthClient]:
+def list_clients(conn: Store, clock: Clock) -> list[OAuthClient]:
     _account(conn, clock, None)
     return accounts.list_clients(conn)
 
 
 def add_user(
-    conn: sqlite3.Connection,
+    conn: Store,
     clock: Clock,
     user_id: str,
     permissions: Sequence[str],
@@ -200,12 +199,12 @@ def add_user(
     return user
 
 
-def list_users(conn: sqlite3.Connection, clock: Clock) -> list[User]:
+def list_users(conn: Store, clock: Clock) -> list[User]:
     _account(conn, clock, None)
     return accounts.list_users(conn)
 
 
-def revoke(conn: sqlite3.Connection, clock: Clock, jti: str) -> Revocation:
+def revoke(conn: Store, clock: Clock, jti: str) -> Revocation:
     """Revoke the access token ``jti``: the REST API refuses it from now on."""
     with transaction(conn):
         issued = tokens.get_issued_token(conn, jti)
@@ -219,7 +218,7 @@ def revoke(conn: sqlite3.Connection, clock: Clock, jti: str) -> Revocation:
 
 
 def set_subscription_alerts(
-    conn: sqlite3.Connection,
+    conn: Store,
     clock: Clock,
     subscription: str,
     *,
@@ -309,7 +308,7 @@ def reset_store(data_dir: Path) -> bool:
     return existed
 
 
-def _account(conn: sqlite3.Connection, clock: Clock, service_client_id: str | None) -> Account:
+def _account(conn: Store, clock: Clock, service_client_id: str | None) -> Account:
     boot = bootstrap(conn, clock)
     if service_client_id is None or service_client_id == boot.account.service_client_id:
         return boot.account
@@ -344,7 +343,7 @@ def _new_client(
     )
 
 
-def _registrable_certificate(conn: sqlite3.Connection, path: Path, clock: Clock) -> tuple[str, str]:
+def _registrable_certificate(conn: Store, path: Path, clock: Clock) -> tuple[str, str]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 

@@ -26,7 +26,6 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -55,7 +54,8 @@ from prefctl.emulator.routes._common import (
 from prefctl.emulator.routes._lanes import check_lanes, lane_routes
 from prefctl.errors import DiskFullError, PrefctlError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
-from prefctl.store.db import is_damaged, is_disk_full
+from prefctl.store.db import DRIVER_ERROR, is_damaged, is_disk_full, store_error
+from prefctl.store.errors import StoreError
 
 __all__ = ["BodyLimit", "register"]
 
@@ -136,7 +136,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         RequestValidationError: _on_validation_error,
         PrefctlError: _on_prefctl_error,
         ClientDisconnect: _on_client_disconnect,
-        sqlite3.DatabaseError: _on_store_error,
+        StoreError: _on_store_error,
+        DRIVER_ERROR: _on_driver_error,
         Exception: _on_unexpected_error,
     }
     for exc_class, handler in handlers.items():
@@ -202,7 +203,15 @@ async def _on_client_disconnect(_request: Request, _exc: ClientDisconnect) -> Re
     return problem_response(ProblemError(400, "Client Disconnected").problem)
 
 
-async def _on_store_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
+async def _on_driver_error(request: Request, exc: Exception) -> Response:
+    # A plain read (outside a transaction) lets the driver's error through: the store words it.
+    translated = store_error(exc) or exc
+    if store_problem(translated) is None:
+        return await _on_unexpected_error(request, exc)
+    return await _on_store_error(request, translated)
+
+
+async def _on_store_error(request: Request, exc: Exception) -> Response:
     problem = store_problem(exc)
     if problem is None:
         return await _on_unexpected_error(request, exc)
@@ -215,11 +224,10 @@ def _log_store_fault(request: Request, exc: BaseException) -> None:
     store also turns ``/healthz`` to 503."""
     ctx = get_ctx(request)
     if is_damaged(exc):
-        reason = ctx.store_fault = f"the store {ctx.store_path} is damaged: {exc}"
+        why = exc.reason if isinstance(exc, StoreError) else exc
+        reason = ctx.store_fault = f"the store {ctx.store_path} is damaged: {why}"
     elif isinstance(exc, DiskFullError):
         reason = str(exc)
-    elif isinstance(exc, sqlite3.Error) and is_disk_full(exc):
-        reason = f"the disk of the store {ctx.store_path} is full: {exc}"
     elif is_disk_full(exc):
         reason = f"the disk is full: {exc}"
     else:

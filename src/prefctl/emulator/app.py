@@ -13,13 +13,14 @@ the embedded dispatcher.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
 from prefctl.emulator import api, dispatcher_service, oauth, provisioning
 from prefctl.emulator.context import API_PATH, EmulatorContext
+from prefctl.store.db import check_readable
+from prefctl.store.errors import StoreError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -65,9 +66,9 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
         fault = ctx.store_fault
         if fault is None:
             try:
-                ctx.connection().execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
-            except sqlite3.Error as exc:
-                fault = f"the store cannot be read: {exc}"
+                check_readable(ctx.connection())
+            except StoreError as exc:
+                fault = f"the store cannot be read: {exc.reason}"
         if fault is not None:
             unavailable = {"status": "unavailable", "reason": fault, "pid": os.getpid()}
             return JSONResponse(unavailable, status_code=503)

@@ -13,7 +13,6 @@ an ``AssertionRejected`` whose message says which rule failed (and never echoes 
 from __future__ import annotations
 
 import hmac
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +21,7 @@ import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from prefctl.store import accounts, tokens
+from prefctl.store import Store, accounts, tokens
 from prefctl.store.db import transaction
 
 ALGORITHMS = ("RS256", "PS256", "ES256")
@@ -36,7 +35,7 @@ class AssertionRejected(Exception):
 
 
 def verify_client_assertion(
-    conn: sqlite3.Connection,
+    conn: Store,
     assertion: str,
     *,
     client_id: str | None,

@@ -7,7 +7,6 @@ source, the time scale and the public URLs) and the background ``Service``s it r
 from __future__ import annotations
 
 import random
-import sqlite3
 import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefctl.clock import Clock, SystemClock
+from prefctl.store import Store
 
 if TYPE_CHECKING:
     from prefctl.dispatcher.handshake import HandshakeRunner
@@ -51,7 +51,7 @@ class EmulatorContext:
     # Why the store cannot serve, once a request found it damaged (``/healthz`` then says 503).
     store_fault: str | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
-    _connections: list[sqlite3.Connection] = field(default_factory=list, repr=False)
+    _connections: list[Store] = field(default_factory=list, repr=False)
     # The features' long-lived helpers, each made on first use by the function that owns it
     # (``oauth.key_ring``, ``oauth.verified_tokens``, ``provisioning.handshake_runner``,
     # ``context.group_writer``, ``routes.imports``), under ``lock``.
@@ -87,9 +87,9 @@ class EmulatorContext:
         """A delivery-rule duration under ``--time-scale``: ``seconds / time_scale``."""
         return seconds / self.time_scale
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Store:
         """This thread's connection to the store (opened on first use, closed by ``close``)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn: Store | None = getattr(self._local, "conn", None)
         if conn is None:
             from prefctl.store.db import connect
 

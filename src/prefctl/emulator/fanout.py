@@ -15,13 +15,12 @@ targets an event type and filter values went to; matching depends on nothing els
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from prefctl.emulator.matching import MatchableEvent, Selector, selector_for
-from prefctl.store import subscriptions
+from prefctl.store import Store, subscriptions
 from prefctl.store.deliveries import NewDelivery
 
 __all__ = ["Fanout"]
@@ -59,7 +58,7 @@ class Fanout:
 
     def deliveries(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         account: str,
         events: Iterable[tuple[int, MatchableEvent]],
     ) -> list[NewDelivery]:
@@ -72,7 +71,7 @@ class Fanout:
             for subscription_id, held in state.targets_of(event)
         ]
 
-    def _account(self, conn: sqlite3.Connection, account: str) -> _Account:
+    def _account(self, conn: Store, account: str) -> _Account:
         version = subscriptions.subscriptions_version(conn)
         with self._lock:
             state = self._accounts.get(account)

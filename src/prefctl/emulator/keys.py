@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from prefctl.clock import Clock
+from prefctl.store import Store
 from prefctl.store import tokens as token_store
 from prefctl.store.db import transaction
 from prefctl.store.timestamps import epoch
@@ -51,7 +51,7 @@ class KeyRing:
         self._by_kid = {key.kid: key for key in self._keys}
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection, clock: Clock) -> KeyRing:
+    def load(cls, conn: Store, clock: Clock) -> KeyRing:
         """The store's keys, creating the first one if there is none."""
         keys = token_store.signing_keys(conn)
         if not keys:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from prefctl.emulator.assertion import AssertionRejected, verify_client_assertio
 from prefctl.emulator.context import EmulatorContext
 from prefctl.emulator.keys import ALGORITHM, KeyRing, VerifiedTokens
 from prefctl.errors import AuthError
-from prefctl.store import accounts, tokens
+from prefctl.store import Store, accounts, tokens
 from prefctl.store.db import transaction
 
 log = logging.getLogger(__name__)
@@ -252,7 +251,7 @@ def _basic_credentials(authorization: str) -> tuple[str, str]:
 
 
 def _client_with_secret(
-    conn: sqlite3.Connection, client_id: str, secret: str, *, basic: bool
+    conn: Store, client_id: str, secret: str, *, basic: bool
 ) -> accounts.OAuthClient:
     client = accounts.get_client(conn, client_id)
     if accounts.secret_matches(client or _DUMMY_CLIENT, secret) and client is not None:

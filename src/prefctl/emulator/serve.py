@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import socket
-import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -50,6 +49,7 @@ from prefctl.logs import register_secret
 from prefctl.private_files import make_private_dir, os_reason
 from prefctl.servers.connections import ConnectionRegistry, guarded_protocol
 from prefctl.servers.server import run_server
+from prefctl.store import Store
 from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use
 
 __all__ = ["EmulatorConfig", "RunningEmulator", "serve", "start_in_thread"]
@@ -305,7 +305,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     return _Prepared(running, server_config, sock, connections)
 
 
-def _check_store(conn: sqlite3.Connection, data_dir: Path) -> None:
+def _check_store(conn: Store, data_dir: Path) -> None:
     """Refuse to serve a damaged store (exit 2, naming the file)."""
     if not check_integrity(conn, paths.store_path(data_dir)):
         log.warning(

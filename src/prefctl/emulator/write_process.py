@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import pickle
 import signal
-import sqlite3
 import struct
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from prefctl.store import Store
 
 __all__ = ["FrameReader", "encode", "main", "read_frame", "run_batch"]
 
@@ -71,7 +72,7 @@ class FrameReader:
         return frames
 
 
-def run_batch(conn: sqlite3.Connection, jobs: Sequence[bytes]) -> list[Outcome]:
+def run_batch(conn: Store, jobs: Sequence[bytes]) -> list[Outcome]:
     """Run pickled ``jobs`` in one transaction, each in its own savepoint (module docstring)."""
     from prefctl.store.db import transaction
 
@@ -80,7 +81,7 @@ def run_batch(conn: sqlite3.Connection, jobs: Sequence[bytes]) -> list[Outcome]:
         with transaction(conn):
             for payload in jobs:
                 try:
-                    job: Callable[[sqlite3.Connection], Any] = pickle.loads(payload)  # noqa: S301
+                    job: Callable[[Store], Any] = pickle.loads(payload)  # noqa: S301
                     with transaction(conn):  # a savepoint: this write alone on failure
                         outcomes.append((True, job(conn)))
                 except Exception as exc:  # handed back to the route awaiting this write

@@ -26,7 +26,6 @@ events (``store/imports.py``).
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +36,8 @@ from prefctl.clock import Clock, FakeClock
 from prefctl.emulator.changes import Operation, events_for_change
 from prefctl.emulator.fanout import Fanout
 from prefctl.errors import NotFoundError
+from prefctl.store import Store, profiles
 from prefctl.store import events as event_store
-from prefctl.store import profiles
 from prefctl.store.db import atomic
 from prefctl.store.deliveries import add_deliveries
 from prefctl.store.timestamps import epoch, from_epoch
@@ -82,7 +81,7 @@ class ProfileWriter:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         account: str,
         *,
         actor: str,
@@ -212,7 +211,7 @@ class ProfileJob:
     def __reduce__(self) -> tuple[type[ProfileJob], tuple[Any, ...]]:
         return (ProfileJob, (self.account, self.actor, self.now, self.operation, self.args))
 
-    def __call__(self, conn: sqlite3.Connection) -> WriteResult:
+    def __call__(self, conn: Store) -> WriteResult:
         writer = ProfileWriter(
             conn,
             self.account,
@@ -228,11 +227,11 @@ class ProfileJob:
 _EVENT_RNG = random.Random()
 # One Fanout per connection (the writer process keeps one connection); the entry holds the
 # connection, so that a new one never inherits another's entry by its id.
-_FANOUTS: dict[int, tuple[sqlite3.Connection, Fanout]] = {}
+_FANOUTS: dict[int, tuple[Store, Fanout]] = {}
 _MAX_FANOUTS = 8
 
 
-def _fanout_of(conn: sqlite3.Connection) -> Fanout:
+def _fanout_of(conn: Store) -> Fanout:
     """This process's ``Fanout`` for writes through ``conn``."""
     entry = _FANOUTS.get(id(conn))
     if entry is None or entry[0] is not conn:

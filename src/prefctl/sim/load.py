@@ -12,13 +12,13 @@ is invisible to the dispatcher until then, so each event reaches the queue exact
 from __future__ import annotations
 
 import random
-import sqlite3
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
 from prefctl.sim.scenario import LoadModel
+from prefctl.store import Store
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import NewDelivery, add_deliveries
 from prefctl.store.events import NewEvent, insert_events
@@ -84,7 +84,7 @@ class LoadWriter:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Store,
         account: str,
         arrivals: Sequence[Arrival],
         targets: dict[str, list[int]],

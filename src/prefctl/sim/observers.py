@@ -12,7 +12,6 @@ Both are ``dispatcher.observer.EngineObserver``s, called by the engine after eac
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -21,7 +20,7 @@ from prefctl.dispatcher.alerts import AlertMonitor
 from prefctl.dispatcher.mail import Mailer, MboxSink, Sent
 from prefctl.dispatcher.observer import CycleResults
 from prefctl.sim.report import ProbationPeriod
-from prefctl.store import alert_incidents
+from prefctl.store import Store, alert_incidents
 from prefctl.store.dispatcher_state import load_health
 
 __all__ = ["AlertFeed", "CapturedMail", "ProbationWatch"]
@@ -43,7 +42,7 @@ class CapturedMail(Mailer):
 class AlertFeed:
     """Feeds the real alert monitor from the engine's results and cycles."""
 
-    def __init__(self, conn: sqlite3.Connection, frequency_max_minutes: int) -> None:
+    def __init__(self, conn: Store, frequency_max_minutes: int) -> None:
         self.mail = CapturedMail()
         self.monitor = AlertMonitor(conn, self.mail)
         self.conn = conn
@@ -86,7 +85,7 @@ class AlertFeed:
 class ProbationWatch:
     """Notes the probation periods of every Url (``periods``, in the order they began)."""
 
-    def __init__(self, conn: sqlite3.Connection, urls: dict[str, int]) -> None:
+    def __init__(self, conn: Store, urls: dict[str, int]) -> None:
         self.conn = conn
         self.urls = urls  # Url → subscription id
         self.periods: list[ProbationPeriod] = []

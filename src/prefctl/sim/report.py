@@ -27,7 +27,6 @@ a 400/413 dead-lettered the delivery comes too late). So, always:
 from __future__ import annotations
 
 import math
-import sqlite3
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,8 +34,10 @@ from typing import Any
 
 from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.sim.scenario import Scenario
+from prefctl.store import Store
 from prefctl.store.alerts import list_alerts
 from prefctl.store.deliveries import AttemptOutcome
+from prefctl.store.delivery_stats import count_events, delivery_counts, timeline_counts
 from prefctl.store.timestamps import wire_time
 
 __all__ = ["OUTCOME_KEYS", "ProbationPeriod", "bucket_minutes", "build_report"]
@@ -74,7 +75,7 @@ def bucket_minutes(total_minutes: float) -> int:
 
 
 def build_report(
-    conn: sqlite3.Connection,
+    conn: Store,
     scenario: Scenario,
     *,
     start: float,
@@ -105,7 +106,7 @@ def build_report(
             "minutes": _round((end - start) / 60.0),
             "cycles": cycles,
         },
-        "events": _scalar(conn, "SELECT count(*) FROM events"),
+        "events": count_events(conn),
         **totals,
         "alerts": _alerts(conn, start),
         "probation": [_probation(p, subscriptions, start) for p in probation],
@@ -117,45 +118,19 @@ def build_report(
     }
 
 
-def _counts(conn: sqlite3.Connection, subscription_id: int | None) -> dict[str, Any]:
-    where = "" if subscription_id is None else f" AND d.subscription_id = {int(subscription_id)}"
-    states = dict(
-        conn.execute(
-            f"SELECT state, count(*) FROM deliveries d WHERE 1 = 1{where} GROUP BY state"  # noqa: S608
-        ).fetchall()
-    )
+def _counts(conn: Store, subscription_id: int | None) -> dict[str, Any]:
+    counts = delivery_counts(conn, subscription_id)
+    states, reasons, latencies = counts.states, counts.dead_letter_reasons, counts.latencies
     histogram: dict[int, dict[str, int]] = {}
-    for attempts, state, count in conn.execute(
-        "SELECT attempts, state, count(*) FROM deliveries d"  # noqa: S608
-        f" WHERE state IN ('delivered', 'dead_lettered'){where} GROUP BY attempts, state"
-    ):
+    for (attempts, state), count in counts.final_by_attempts.items():
         histogram.setdefault(attempts, {"delivered": 0, "dead_lettered": 0})[state] = count
-    reasons = dict(
-        conn.execute(
-            "SELECT dead_letter_reason, count(*) FROM deliveries d"  # noqa: S608
-            f" WHERE state = 'dead_lettered'{where} GROUP BY dead_letter_reason"
-            " ORDER BY dead_letter_reason"
-        ).fetchall()
-    )
     # Attempts by outcome, and the 200s by how their delivery ended (for the duplicates).
     outcomes: dict[str, int] = {}
     ok_by_state: dict[str, int] = {}
-    for outcome, state, count in conn.execute(
-        "SELECT a.outcome, d.state, count(*) FROM delivery_attempts a"  # noqa: S608
-        f" JOIN deliveries d ON d.id = a.delivery_id WHERE 1 = 1{where}"
-        " GROUP BY a.outcome, d.state"
-    ):
+    for (outcome, state), count in counts.attempts_by_outcome_and_state.items():
         outcomes[outcome] = outcomes.get(outcome, 0) + count
         if outcome in _OK:
             ok_by_state[state] = ok_by_state.get(state, 0) + count
-    latencies = [
-        row[0]
-        for row in conn.execute(
-            "SELECT d.finished_at - e.original_event_time FROM deliveries d"  # noqa: S608
-            f" JOIN events e ON e.id = d.event_rowid WHERE d.state = 'delivered'{where}"
-            " ORDER BY 1"
-        )
-    ]
     delivered, dead = states.get("delivered", 0), states.get("dead_lettered", 0)
     first_time = histogram.get(1, {}).get("delivered", 0)
     return {
@@ -208,7 +183,7 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def _alerts(conn: sqlite3.Connection, start: float) -> list[dict[str, Any]]:
+def _alerts(conn: Store, start: float) -> list[dict[str, Any]]:
     return [
         {
             "at": wire_time(alert.created_at),
@@ -239,9 +214,7 @@ def _probation(
     }
 
 
-def _timeline(
-    conn: sqlite3.Connection, start: float, end: float, width: int
-) -> list[dict[str, Any]]:
+def _timeline(conn: Store, start: float, end: float, width: int) -> list[dict[str, Any]]:
     seconds = width * 60.0
     count = max(math.ceil((end - start) / seconds), 1)
     rows = [
@@ -249,33 +222,12 @@ def _timeline(
         for i in range(count)
     ]
 
-    def add(sql: str, key: str | None = None) -> None:
-        for bucket, name, n in conn.execute(sql, (start, seconds)):
-            rows[min(int(bucket), count - 1)][key or name] += n
-
-    add(
-        "SELECT CAST((original_event_time - ?) / ? AS INTEGER) AS b, '', count(*)"
-        " FROM events GROUP BY b",
-        "events",
-    )
-    # Attempts that did not deliver, by when they were sent.
-    add(
-        "SELECT CAST((started_at - ?) / ? AS INTEGER) AS b, outcome, count(*)"
-        " FROM delivery_attempts WHERE outcome IN ('failed', 'timed_out', 'skipped')"
-        " GROUP BY b, outcome"
-    )
-    # Deliveries, by when they became final: delivered (by their first 200, so a duplicate 200
-    # is not counted again) or dead-lettered. The column sums are deliveries.delivered and
-    # deliveries.dead_lettered.
-    add(
-        "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS b, state, count(*) FROM deliveries"
-        " WHERE state IN ('delivered', 'dead_lettered') GROUP BY b, state"
-    )
+    # Events by their time; attempts that did not deliver, by when they were sent; deliveries
+    # by when they became final (delivered by their first 200, so a duplicate 200 is not counted
+    # again). The column sums are deliveries.delivered and deliveries.dead_lettered.
+    for row in timeline_counts(conn, start, seconds):
+        rows[min(row.bucket, count - 1)][row.kind] += row.count
     return rows
-
-
-def _scalar(conn: sqlite3.Connection, sql: str) -> int:
-    return int(conn.execute(sql).fetchone()[0])
 
 
 def _round(value: float) -> float:

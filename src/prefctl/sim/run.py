@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,8 @@ from prefctl.sim.observers import AlertFeed, ProbationWatch
 from prefctl.sim.report import build_report
 from prefctl.sim.scenario import Scenario
 from prefctl.sim.setup import ACCOUNT, SimulatedService, build_store
+from prefctl.store import Store
+from prefctl.store.delivery_stats import has_unfinished, last_finished_at, next_due_at
 from prefctl.store.timestamps import epoch
 
 __all__ = ["simulate"]
@@ -110,8 +111,9 @@ async def _run(
                 progress(shown)
             idle = engine.idle
             written = service.load.next_at is None
-            if last_final is None and idle and written and not _unfinished(conn):
-                last_final = _last_finished(conn, start)
+            if last_final is None and idle and written and not has_unfinished(conn):
+                finished = last_finished_at(conn)
+                last_final = start if finished is None else finished
             if last_final is not None and not alerts.live:
                 break
             if idle and skip_idle_cycles:
@@ -135,7 +137,7 @@ async def _run(
 
 
 def _idle_wake(
-    conn: sqlite3.Connection,
+    conn: Store,
     alerts: AlertFeed,
     next_event: float | None,
     grid: float,
@@ -144,7 +146,7 @@ def _idle_wake(
     """With nothing in flight, only a delivery coming due (of an event already written or
     still to come) or an alert rule can start work: the engine would meet it at the first cycle
     of its grid at or after that moment."""
-    candidates = (_next_due(conn), next_event, alerts.next_due())
+    candidates = (next_due_at(conn), next_event, alerts.next_due())
     moments = [m for m in candidates if m is not None]
     if not moments:
         return grid + duration
@@ -159,27 +161,3 @@ def _move_clock(clock: FakeClock, now: float, wake: float) -> None:
     clock.advance(wake - now)
     while epoch(clock.now()) < wake:
         clock.advance(0.000001)
-
-
-# -- what the simulator reads of the store ------------------------------------------------------
-def _next_due(conn: sqlite3.Connection) -> float | None:
-    row = conn.execute(
-        "SELECT min(next_attempt_at) FROM deliveries INDEXED BY deliveries_due"
-        " WHERE state = 'queued'"
-    ).fetchone()
-    return None if row[0] is None else float(row[0])
-
-
-def _unfinished(conn: sqlite3.Connection) -> bool:
-    """Whether a delivery is still queued or in flight (the sim holds none back)."""
-    row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_due WHERE state = 'queued')"
-        " OR EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_leases"
-        " WHERE state = 'in_flight')"
-    ).fetchone()
-    return bool(row[0])
-
-
-def _last_finished(conn: sqlite3.Connection, start: float) -> float:
-    row = conn.execute("SELECT max(finished_at) FROM deliveries").fetchone()
-    return start if row[0] is None else float(row[0])

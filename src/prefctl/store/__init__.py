@@ -1,1 +1,41 @@
-"""The SQLite store of the emulator and the dispatcher."""
+"""The store of the emulator and the dispatcher: the one seam between prefctl and its database.
+
+Everything prefctl keeps (accounts, profiles, subscriptions, events, the delivery queue, alerts)
+is read and written here, and only here:
+
+- ``Store`` (``connection.py``) is the one object per connection that callers hold and pass:
+  ``store.db.open_store(path)`` or ``store.db.connect(path)`` gives one. Its verbs are the unit of
+  work: ``transaction()``, ``atomic()``, ``snapshot()``, ``close()``.
+- The operations are functions of the modules named for what they hold, each taking the Store
+  first and speaking the callers' words: ``deliveries.claim_due``, ``subscriptions.get_subscription``,
+  ``delivery_stats.delivery_counts``, ``events.stored_rowid`` …
+- Failures are prefctl's (``errors.py``: StoreError, StoreBusyError, StoreDamagedError,
+  StoreDiskFullError); ``store_error`` words what a plain read let through.
+- SQL, the driver (``sqlite3``), rowids, PRAGMAs and the driver's errors never leave this package:
+  an import-linter contract (pyproject.toml) and a test (tests/store/test_seam.py) say so.
+
+    >>> from prefctl.store.db import open_store
+    >>> from prefctl.store.deliveries import release_claims
+    >>> with open_store(path) as store, store.transaction():
+    ...     release_claims(store, owner)
+
+CONTRIBUTING.md ("The store seam") says how to add an operation and where a second backend goes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefctl.store.connection import Store
+
+__all__ = ["Store"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazily: importing a light module of the package (timestamps) does not load the driver.
+    if name == "Store":
+        from prefctl.store.connection import Store
+
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,9 @@ this (and the migrations use it), so both import it.
 
     >>> with transaction(conn):
     ...     conn.execute("INSERT ...")
+
+``connect`` returns a ``Store``: the one object per connection that callers outside ``store/``
+hold and pass (the package docstring says how it is used).
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import TypeVar
 
-from prefctl.errors import ConfigError, DiskFullError, UsageError
+from prefctl.errors import ConfigError, PrefctlError, UsageError
 from prefctl.private_files import locked
+from prefctl.store.errors import StoreBusyError, StoreDamagedError, StoreDiskFullError, StoreError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "DAMAGED_HINT",
+    "DRIVER_ERROR",
     "IN_USE_TIMEOUT_SECONDS",
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "Store",
     "atomic",
     "connect",
     "disk_full",
@@ -36,19 +43,59 @@ __all__ = [
     "is_damaged",
     "is_disk_full",
     "snapshot",
+    "store_error",
     "transaction",
 ]
 
 BUSY_TIMEOUT_MS = 30_000
+# The base class of the driver's errors, for the one place that must register for it by class:
+# a server's last handler (the emulator's), which hands what it gets to ``store_error``.
+DRIVER_ERROR: type[Exception] = sqlite3.Error
 # How long opening a store waits while ``emulator reset`` deletes it (a few milliseconds).
 IN_USE_TIMEOUT_SECONDS = 10.0
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
+class Store(sqlite3.Connection):
+    """One connection to the store: what callers outside ``store/`` hold, pass and annotate.
+
+    The store's operations are the functions of the store modules, named for what they hold and
+    taking the Store first (``deliveries.claim_due(store, …)``, ``subscriptions.get_subscription``);
+    the Store itself offers the unit of work: ``transaction()``, ``atomic()``, ``snapshot()`` and
+    ``close()``. Callers never run SQL on it (a test checks that nothing outside ``store/`` calls
+    ``execute``), and they catch the store's errors (``store.errors``), never the driver's.
+
+    **[decision]** It is the driver's connection itself (a subclass made by ``connect``), not a
+    wrapper around it: an operation reaches SQLite with no call in between, so the dispatcher's
+    claim and record loops and the emulator's group writer cost what they did (bench/dispatcher.py,
+    bench/api.py). A second backend gives its own Store with the same verbs, and the store
+    modules choose their SQL by it.
+    """
+
+    def transaction(self) -> AbstractContextManager[Store]:
+        """One write transaction (``transaction``); a savepoint inside one already open."""
+        return transaction(self)
+
+    def atomic(self) -> AbstractContextManager[object]:
+        """A transaction of its own, or a part of the caller's when one is open (``atomic``)."""
+        return atomic(self)
+
+    def snapshot(self) -> AbstractContextManager[Store]:
+        """A read transaction: every read in the block sees one state of the store."""
+        return snapshot(self)
+
+
+_Conn = TypeVar("_Conn", bound=sqlite3.Connection)
+
+
+def connect(path: Path | str) -> Store:
     """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``)."""
     try:
         conn = sqlite3.connect(
-            str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            str(path),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            factory=Store,
         )
         conn.row_factory = sqlite3.Row
         _use_wal(conn)
@@ -82,6 +129,8 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def is_busy(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLite's "database is locked" (or "busy"): another connection held a
     lock the whole busy timeout."""
+    if isinstance(exc, StoreBusyError):
+        return True
     text = str(exc)
     return isinstance(exc, sqlite3.OperationalError) and (
         "database is locked" in text
@@ -104,6 +153,8 @@ def _code(exc: BaseException) -> int | None:
 def is_disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` says the disk is full: SQLite's SQLITE_FULL ("database or disk is full")
     or an OSError ENOSPC (or EDQUOT: over the user's quota)."""
+    if isinstance(exc, StoreDiskFullError):
+        return True
     if isinstance(exc, sqlite3.Error):
         return _code(exc) == SQLITE_FULL or "disk is full" in str(exc)
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -112,6 +163,8 @@ def is_disk_full(exc: BaseException) -> bool:
 def is_damaged(exc: BaseException) -> bool:
     """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
     that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
+    if isinstance(exc, StoreDamagedError):
+        return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     text = str(exc)
@@ -122,13 +175,53 @@ def is_damaged(exc: BaseException) -> bool:
     )
 
 
-def disk_full(path: Path | str | None) -> DiskFullError:
+def disk_full(path: Path | str | None, reason: str = "") -> StoreDiskFullError:
     """The error of a write refused for want of space on the disk of ``path``."""
     where = f" of the store {path}" if path else ""
-    return DiskFullError(
+    return StoreDiskFullError(
         f"the disk{where} is full: nothing was written",
         hint="free some space on it and try again; what was stored before is intact",
+        reason=reason,
     )
+
+
+def store_error(exc: BaseException) -> PrefctlError | None:
+    """``exc`` in prefctl's words when it is the driver's: a
+    StoreDamagedError, StoreDiskFullError, StoreBusyError, or StoreError for any other error of
+    the driver; ``exc`` itself when it is one of these already; None for anything else. Every
+    error leaving a transaction or a snapshot is translated so; a caller at the edge of the
+    process (the CLI's last handler, the emulator's) passes what escaped a plain read here."""
+    if isinstance(exc, StoreError):
+        return exc
+    if not isinstance(exc, sqlite3.Error):  # a full disk's OSError is not the store's own
+        return None
+    reason = str(exc)
+    if is_damaged(exc):
+        return StoreDamagedError(
+            f"the store is damaged: {reason}", hint=DAMAGED_HINT, reason=reason
+        )
+    if is_disk_full(exc):
+        return StoreDiskFullError(
+            f"the disk is full: {reason}", hint="free some space on it and try again", reason=reason
+        )
+    if is_busy(exc):
+        return StoreBusyError(
+            "the store is busy: another prefctl command kept it locked for over"
+            f" {BUSY_TIMEOUT_MS / 1000:g} s",
+            hint="try again when it has finished",
+            reason=reason,
+        )
+    return StoreError(f"the store failed: {reason}", reason=reason)
+
+
+def _translated(exc: BaseException, conn: sqlite3.Connection) -> BaseException:
+    """What leaves a transaction or a snapshot for ``exc``: a driver error in prefctl's words
+    (a full disk naming the store's file), anything else as it is."""
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    if is_disk_full(exc):
+        return disk_full(_store_file(conn), str(exc))
+    return store_error(exc) or exc
 
 
 DAMAGED_HINT = (
@@ -167,7 +260,7 @@ def in_use(path: Path | str) -> AbstractContextManager[None]:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def transaction(conn: _Conn) -> Iterator[_Conn]:
     """One write transaction: committed when the block ends, rolled back if it raises.
 
     Inside a transaction already open it is a savepoint: if the block raises, its changes alone
@@ -178,7 +271,10 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         with _savepoint(conn):
             yield conn
         return
-    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:  # busy past the timeout: another process holds the lock
+        raise _translated(exc, conn) from exc
     try:
         yield conn
         conn.execute("COMMIT")
@@ -187,8 +283,9 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         # itself: a ROLLBACK would then fail and hide the error that matters.
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if is_disk_full(exc):
-            raise disk_full(_store_file(conn)) from exc
+        translated = _translated(exc, conn)
+        if translated is not exc:
+            raise translated from exc
         raise
 
 
@@ -199,7 +296,7 @@ def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
 
 
 @contextmanager
-def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def snapshot(conn: _Conn) -> Iterator[_Conn]:
     """A read transaction: every read in the block sees the store as it was at the first one,
     whatever other connections commit meanwhile (they are not held up; with WAL, the log only
     keeps growing until the block ends). Inside an open transaction, that one's view is used."""
@@ -209,6 +306,8 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("BEGIN")
     try:
         yield conn
+    except sqlite3.Error as exc:
+        raise _translated(exc, conn) from exc
     finally:
         conn.execute("COMMIT")
 
@@ -224,7 +323,8 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
         if conn.in_transaction:
             conn.execute("ROLLBACK TO nested")
             conn.execute("RELEASE nested")
-        if is_disk_full(exc):
-            raise disk_full(_store_file(conn)) from exc
+        translated = _translated(exc, conn)
+        if translated is not exc:
+            raise translated from exc
         raise
     conn.execute("RELEASE nested")

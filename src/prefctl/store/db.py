@@ -20,10 +20,12 @@ from prefctl.private_files import make_private_dir
 from prefctl.store.connection import (
     BUSY_TIMEOUT_MS,
     DAMAGED_HINT,
+    DRIVER_ERROR,
     IN_USE_TIMEOUT_SECONDS,
     SQLITE_CORRUPT,
     SQLITE_FULL,
     SQLITE_NOTADB,
+    Store,
     atomic,
     connect,
     disk_full,
@@ -32,20 +34,25 @@ from prefctl.store.connection import (
     is_damaged,
     is_disk_full,
     snapshot,
+    store_error,
     transaction,
 )
+from prefctl.store.errors import StoreDamagedError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "DAMAGED_HINT",
+    "DRIVER_ERROR",
     "IN_USE_TIMEOUT_SECONDS",
     "MAX_ROWS_PER_STATEMENT",
     "QUICK_CHECK_SECONDS",
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "Store",
     "atomic",
     "check_integrity",
+    "check_readable",
     "connect",
     "create_store",
     "disk_full",
@@ -59,12 +66,13 @@ __all__ = [
     "refuse_emptied",
     "require_store",
     "snapshot",
+    "store_error",
     "transaction",
 ]
 
 
 @contextmanager
-def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
+def open_store(path: Path | str) -> Iterator[Store]:
     """Open (creating if needed) and migrate the store at ``path``; closed when the block ends."""
     from prefctl.store.migrations import migrate
 
@@ -74,9 +82,9 @@ def open_store(path: Path | str) -> Iterator[sqlite3.Connection]:
         try:
             try:
                 migrate(conn)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, StoreDamagedError) as exc:
                 if is_damaged(exc):
-                    raise _damaged(Path(path), exc) from None
+                    raise _damaged(Path(path), getattr(exc, "reason", exc)) from None
                 raise
             yield conn
         finally:
@@ -155,6 +163,15 @@ def check_integrity(
     if problems:
         raise _damaged(path, "; ".join(problems))
     return True
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Read a row of the store, so that a store that cannot be read (damaged, gone, a full disk
+    on the way) says so now: raises a StoreError, returns None when it reads."""
+    try:
+        conn.execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise (store_error(exc) or exc) from exc
 
 
 def _damaged(path: Path, reason: object) -> ConfigError:

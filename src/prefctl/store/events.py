@@ -27,14 +27,19 @@ __all__ = [
     "EventQuery",
     "NewEvent",
     "StoredEvent",
+    "drop_history_indexes",
     "get_event",
     "insert_events",
     "list_events",
     "purge_events",
+    "stored_rowid",
 ]
 
 RETENTION_DAYS = 15
 _CURSOR_KIND = "events"
+# The indexes of ``events`` that only reading the history uses (``list_events`` by time, profile
+# or type): writing an event pays for each.
+_HISTORY_INDEXES = ("events_time", "events_profile", "events_type")
 
 
 # Not frozen: one per event written (the simulator writes 100k), and a frozen dataclass's
@@ -222,6 +227,27 @@ def purge_events(
         ).rowcount
         for account in accounts
     )
+
+
+def stored_rowid(conn: sqlite3.Connection, account: str, event: NewEvent) -> int | None:
+    """The row id of ``event`` in ``account``: the stored one's, or the one it gets stored with
+    now; None when its EventId is stored for another account (EventIds are unique across
+    accounts). Run it in the caller's transaction."""
+    existing = get_event(conn, account, event.event_id)
+    if existing is not None:
+        return existing.rowid
+    try:
+        return insert_events(conn, account, [event])[0]
+    except sqlite3.IntegrityError:
+        return None
+
+
+def drop_history_indexes(conn: sqlite3.Connection) -> None:
+    """Drop the indexes that only reading the event history uses, for a store whose events are
+    never listed (the simulator's): every event written costs less. ``list_events`` still
+    answers, by a scan."""
+    for index in _HISTORY_INDEXES:
+        conn.execute(f"DROP INDEX {index}")
 
 
 def _event(row: sqlite3.Row) -> StoredEvent:

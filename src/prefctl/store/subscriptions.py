@@ -46,6 +46,7 @@ __all__ = [
     "FanoutTarget",
     "Handshake",
     "SubscriptionRecord",
+    "alerting_account",
     "create_subscription",
     "delete_subscription",
     "deleted_among",
@@ -406,6 +407,15 @@ def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]
         (account,),
     )
     return [FanoutTarget(row[0], row[1], row[2] == "Paused") for row in rows]
+
+
+def alerting_account(conn: sqlite3.Connection, subscription_id: int) -> str | None:
+    """The subscription's account when its alerts are enabled, else None."""
+    row = conn.execute(
+        "SELECT service_client_id FROM subscriptions WHERE id = ? AND alerts_enabled = 1",
+        (subscription_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def subscriptions_version(conn: sqlite3.Connection) -> int:

@@ -31,7 +31,6 @@ the token check of ``require`` (see there).
 from __future__ import annotations
 
 import functools
-import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
@@ -54,6 +53,7 @@ from prefctl.emulator.oauth import (
 from prefctl.emulator.routes._lanes import WireRoute
 from prefctl.errors import AuthError, DiskFullError, NotFoundError, PrefctlError, UsageError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
+from prefctl.store import Store
 
 __all__ = [
     "ACCOUNT_PREFIX",
@@ -253,7 +253,7 @@ def get_ctx(request: Request) -> EmulatorContext:
     return ctx
 
 
-def connection(request: Request) -> sqlite3.Connection:
+def connection(request: Request) -> Store:
     """The store connection of the thread serving this request (call from a ``def`` route)."""
     return get_ctx(request).connection()
 

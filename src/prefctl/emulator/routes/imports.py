@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -57,6 +56,7 @@ from prefctl.emulator.routes._common import (
     write_lock,
 )
 from prefctl.models._base import WireModel
+from prefctl.store import Store
 from prefctl.store import imports as store
 from prefctl.store.db import transaction
 from prefctl.store.timestamps import epoch
@@ -236,7 +236,7 @@ def _records(raw: bytes, *, ndjson: bool) -> list[dict[str, Any]]:
 
 
 def _require_state(
-    conn: sqlite3.Connection, account: str, import_id: int, allowed: tuple[str, ...], action: str
+    conn: Store, account: str, import_id: int, allowed: tuple[str, ...], action: str
 ) -> store.ImportJob:
     job = store.get_import(conn, account, import_id, error_limit=0)
     if job is None:

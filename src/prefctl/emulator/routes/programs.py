@@ -6,7 +6,6 @@ emulator stores ``store.programs.SEED_PROGRAMS`` for its account.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Annotated
 
 from fastapi import Query, Request
@@ -20,6 +19,7 @@ from prefctl.emulator.routes._common import (
     json_response,
 )
 from prefctl.models.program import ProgramList
+from prefctl.store import Store
 from prefctl.store.accounts import Account
 from prefctl.store.programs import list_programs, seed_programs
 
@@ -43,7 +43,7 @@ def get_programs(
     return json_response({"Programs": programs})
 
 
-def seed_account_programs(conn: sqlite3.Connection, account: Account, clock: Clock) -> None:
+def seed_account_programs(conn: Store, account: Account, clock: Clock) -> None:
     """An ``ACCOUNT_SEEDERS`` entry: the seeded programs for a new account."""
     del clock  # programs carry no timestamps
     seed_programs(conn, account.service_client_id)

@@ -22,7 +22,6 @@ must be left out of a PUT body.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -50,6 +49,7 @@ from prefctl.emulator.routes._common import (
 from prefctl.models._base import Timestamp, WireModel, dump_wire
 from prefctl.models.problem import Problem
 from prefctl.models.subscription import Alerts, StrictSubscriptionInput, Subscription
+from prefctl.store import Store
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
 from prefctl.store.subscriptions import DuplicateSubscriptionError, SubscriptionRecord
@@ -228,9 +228,7 @@ def _stored_body(
     return wire
 
 
-def _existing(
-    conn: sqlite3.Connection, principal: Principal, subscription_id: int
-) -> SubscriptionRecord:
+def _existing(conn: Store, principal: Principal, subscription_id: int) -> SubscriptionRecord:
     record = store.get_subscription(conn, principal.service_client_id, subscription_id)
     if record is None:
         raise _not_found(subscription_id)
@@ -258,7 +256,7 @@ def _conflicts() -> Iterator[None]:
 
 
 def _check_name_free(
-    conn: sqlite3.Connection, account: str, name: str, *, current: SubscriptionRecord | None
+    conn: Store, account: str, name: str, *, current: SubscriptionRecord | None
 ) -> None:
     """A Name belongs to one subscription of the account (compared case-sensitively, as the CLI
     and the support team resolve names): a create or a rename onto a taken name is a 409. A
