@@ -191,9 +191,12 @@ async def _on_validation_error(_request: Request, exc: RequestValidationError) -
 
 
 async def _on_prefctl_error(request: Request, exc: PrefctlError) -> Response:
-    if isinstance(exc, DiskFullError):
+    damaged = is_damaged(exc)  # a store found damaged by one of its checks
+    if damaged or isinstance(exc, DiskFullError):
         _log_store_fault(request, exc)
-    problem = problem_for(exc)
+    problem = (store_problem(exc, get_ctx(request).store_path) if damaged else None) or problem_for(
+        exc
+    )
     return problem_response(problem.problem, problem.headers)
 
 
@@ -203,7 +206,7 @@ async def _on_client_disconnect(_request: Request, _exc: ClientDisconnect) -> Re
 
 
 async def _on_store_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
-    problem = store_problem(exc)
+    problem = store_problem(exc, get_ctx(request).store_path)
     if problem is None:
         return await _on_unexpected_error(request, exc)
     _log_store_fault(request, exc)

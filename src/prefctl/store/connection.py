@@ -28,6 +28,7 @@ __all__ = [
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "StoreDamagedError",
     "atomic",
     "connect",
     "disk_full",
@@ -109,9 +110,23 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+class StoreDamagedError(ConfigError):
+    """The store file is damaged (exit 2): its message names the file and says what was found."""
+
+
+# What SQLite says when the schema it reads no longer holds a table, column or index prefctl's
+# migrations made: prefctl's statements all run against the migrated schema (every one is
+# tested), and none drops anything, so while a store is served this means its schema pages
+# were overwritten.
+_SCHEMA_GONE = ("no such table", "no such column", "no such index")
+
+
 def is_damaged(exc: BaseException) -> bool:
-    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
-    that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
+    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, text that
+    is not UTF-8 (prefctl writes none: the bytes were overwritten), a table, column or index of
+    the migrated schema gone (see ``_SCHEMA_GONE``), or a ``StoreDamagedError``."""
+    if isinstance(exc, StoreDamagedError):
+        return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     text = str(exc)
@@ -119,6 +134,7 @@ def is_damaged(exc: BaseException) -> bool:
         _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
         or "malformed" in text
         or text.startswith("Could not decode to UTF-8")
+        or text.startswith(_SCHEMA_GONE)
     )
 
 

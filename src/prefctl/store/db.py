@@ -24,6 +24,7 @@ from prefctl.store.connection import (
     SQLITE_CORRUPT,
     SQLITE_FULL,
     SQLITE_NOTADB,
+    StoreDamagedError,
     atomic,
     connect,
     disk_full,
@@ -44,6 +45,7 @@ __all__ = [
     "SQLITE_CORRUPT",
     "SQLITE_FULL",
     "SQLITE_NOTADB",
+    "StoreDamagedError",
     "atomic",
     "check_integrity",
     "connect",
@@ -157,8 +159,8 @@ def check_integrity(
     return True
 
 
-def _damaged(path: Path, reason: object) -> ConfigError:
-    return ConfigError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
+def _damaged(path: Path, reason: object) -> StoreDamagedError:
+    return StoreDamagedError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
 
 
 _STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"
