@@ -130,20 +130,29 @@ def test_emulator_start_on_a_full_disk_is_one_line_exit_2(
     assert _integrity(emulator.store_path) == "ok"
 
 
-def _damage(store: Path, pages: int, seed: int = 18, *, first: int | None = None) -> None:
-    """Overwrite ``pages`` random pages of the store in place with noise (never the first quarter:
-    the header and the schema's first pages; a store opened anew must still be recognised; or from
-    page ``first`` on), as a failing disk would; then make every open connection read the file again (a change in the
-    write-ahead log: SQLite keeps what a connection read until the log changes)."""
+def _damage(
+    store: Path, pages: int, seed: int = 18, *, first: int | None = None, kind: str = "noise"
+) -> None:
+    """Overwrite ``pages`` random pages of the store in place, as a failing disk would: with
+    noise, zeros, or a copy of another page of the store (``kind``: a write that landed at the
+    wrong place). Never the first quarter (the header and the schema's first pages: a store
+    opened anew is still recognised), unless ``first`` says from which page on. Then every open
+    connection is made to read the file again (SQLite keeps what a connection read until the
+    write-ahead log changes)."""
     with sqlite3.connect(store) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     rng = random.Random(seed)
     count = store.stat().st_size // 4096
+    start = count // 4 if first is None else min(first, count - 1)
     with store.open("r+b") as out:
-        start = count // 4 if first is None else first
         for page in sorted(rng.sample(range(start, count), min(pages, count - start))):
+            if kind == "copy":
+                out.seek(rng.randrange(count) * 4096)
+                noise = out.read(4096)
+            else:
+                noise = rng.randbytes(4096) if kind == "noise" else bytes(4096)
             out.seek(page * 4096)
-            out.write(rng.randbytes(4096))
+            out.write(noise)
     # The header only (page 1): a change no cache misses (unless the schema is what was damaged:
     # then SQLite cannot run the statement, and every connection finds it on its next one).
     with contextlib.suppress(sqlite3.DatabaseError), sqlite3.connect(store) as conn:
@@ -293,7 +302,7 @@ def small_stores(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @settings(
-    max_examples=12,
+    max_examples=20,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -302,18 +311,25 @@ def small_stores(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     which=st.integers(0, 2),
     pages=st.integers(1, 40),
     first=st.integers(1, 8),
+    kind=st.sampled_from(["noise", "zeros", "copy"]),
     seed=st.integers(0, 2**32),
 )
 def test_emulator_on_any_damaged_pages_answers_503_naming_the_store_never_500(
-    small_stores: list[Path], tmp_path: Path, which: int, pages: int, first: int, seed: int
+    small_stores: list[Path],
+    tmp_path: Path,
+    which: int,
+    pages: int,
+    first: int,
+    kind: str,
+    seed: int,
 ) -> None:
-    data_dir = tmp_path / f"data-{seed}-{pages}-{first}-{which}"
+    data_dir = tmp_path / f"data-{seed}-{pages}-{first}-{which}-{kind}"
     shutil.copytree(small_stores[which].parent, data_dir)
     emulator = start_in_thread(EmulatorConfig(port=0, data_dir=data_dir))
     answers: list[httpx.Response] = []
     try:
         token = issue_token(emulator)
-        _damage(emulator.store_path, pages, seed, first=first)
+        _damage(emulator.store_path, pages, seed, first=first, kind=kind)
         with _client(emulator.url, emulator.account.service_client_id, token) as api:
             answers.append(api.get("/profiles", params={"limit": 100}))
             answers.append(api.get("/profiles/1001"))
@@ -326,7 +342,12 @@ def test_emulator_on_any_damaged_pages_answers_503_naming_the_store_never_500(
         shutil.rmtree(data_dir, ignore_errors=True)
 
     statuses = [answer.status_code for answer in answers]
-    assert 500 not in statuses, [(a.status_code, a.text) for a in answers]
+    # What the damaged store still reads as sound is answered from it: a row hidden by a page
+    # that is a valid page of other data reads as absent (401 or 403 for the token's user and
+    # its permissions, 404), as SQLite cannot tell it from a deleted row short of checking the
+    # whole store. Never a 500, and never a 400 (the requests are sound).
+    unexpected = [s for s in statuses if s == 400 or (s >= 500 and s != 503)]
+    assert unexpected == [], [(a.status_code, a.text) for a in answers]
     for answer in answers:
         if answer.status_code == 503:
             assert answer.headers["content-type"] == "application/problem+json"

@@ -55,7 +55,7 @@ from prefctl.emulator.routes._common import (
 from prefctl.emulator.routes._lanes import check_lanes, lane_routes
 from prefctl.errors import DiskFullError, PrefctlError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
-from prefctl.store.db import is_damaged, is_disk_full
+from prefctl.store.db import StoreDamagedError, damage_found, is_damaged, is_disk_full
 
 __all__ = ["BodyLimit", "register"]
 
@@ -234,6 +234,16 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
     if is_disk_full(exc):  # a file other than the store (OSError ENOSPC)
         _log_store_fault(request, exc)
         return problem_response(problem_for(DiskFullError("the disk is full")).problem)
+    # A damaged store may fail in any way (a stored body that no longer parses, a row of the
+    # wrong shape): an unexpected error on a store SQLite finds damaged is the damage's.
+    ctx = get_ctx(request)
+    if ctx.store_fault is None:
+        ctx.store_fault = await asyncio.to_thread(damage_found, ctx.store_path)  # names the store
+    if ctx.store_fault is not None:
+        log.error("%s (%s %s)", ctx.store_fault, request.method, request.url.path)
+        damaged = store_problem(StoreDamagedError(ctx.store_fault), ctx.store_path)
+        assert damaged is not None  # a damaged store is a 503
+        return problem_response(damaged.problem, damaged.headers)
     # Starlette re-raises after answering, so the server logs the traceback once.
     log.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path)
     problem = Problem(

@@ -25,12 +25,11 @@ import random
 import threading
 from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefctl.clock import Clock
 from prefctl.dispatcher.run import DispatcherConfig, new_event_loop, run_async
-from prefctl.store.db import check_integrity, connect, is_damaged
+from prefctl.store.db import damage_found, is_damaged
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -149,7 +148,7 @@ class EmbeddedDispatcher:
                 logged_at = now
             if await _wait(stop, delay):
                 return
-            problem = await asyncio.to_thread(_damage_of, ctx.store_path)
+            problem = await asyncio.to_thread(damage_found, ctx.store_path)
             if problem is None:
                 log.warning(
                     "the store %s reads as sound again: the dispatcher starts", ctx.store_path
@@ -165,19 +164,3 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
     return stop.is_set()
-
-
-def _damage_of(path: Path) -> str | None:
-    """What is damaged in the store at ``path`` (SQLite's quick check, read only); None when it
-    reads as sound."""
-    try:
-        conn = connect(path)
-    except Exception as exc:  # any failure to open it is the answer
-        return str(exc)
-    try:
-        check_integrity(conn, path)
-    except Exception as exc:  # the quick check, or SQLite failing to run it
-        return str(exc)
-    finally:
-        conn.close()
-    return None

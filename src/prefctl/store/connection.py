@@ -17,6 +17,9 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from prefctl.errors import ConfigError, DiskFullError, UsageError
 from prefctl.private_files import locked
@@ -37,6 +40,7 @@ __all__ = [
     "is_damaged",
     "is_disk_full",
     "snapshot",
+    "stored_json",
     "transaction",
 ]
 
@@ -61,7 +65,8 @@ def connect(path: Path | str) -> sqlite3.Connection:
             raise
         if is_disk_full(exc):
             raise disk_full(path) from None
-        raise ConfigError(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
+        error = StoreDamagedError if is_damaged(exc) else ConfigError
+        raise error(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
     return conn
 
 
@@ -136,6 +141,18 @@ def is_damaged(exc: BaseException) -> bool:
         or text.startswith("Could not decode to UTF-8")
         or text.startswith(_SCHEMA_GONE)
     )
+
+
+def stored_json(text: str | bytes) -> Any:
+    """The JSON value of a column prefctl wrote; ``StoreDamagedError`` when it no longer parses
+    (prefctl stores only valid JSON: the bytes were overwritten, in an overflow page SQLite's
+    own checks do not read)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise StoreDamagedError(
+            f"a stored value no longer reads as JSON ({exc})", hint=DAMAGED_HINT
+        ) from None
 
 
 def disk_full(path: Path | str | None) -> DiskFullError:

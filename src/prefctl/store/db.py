@@ -50,6 +50,7 @@ __all__ = [
     "check_integrity",
     "connect",
     "create_store",
+    "damage_found",
     "disk_full",
     "ensure_private_store",
     "execute_rows",
@@ -157,6 +158,23 @@ def check_integrity(
     if problems:
         raise _damaged(path, "; ".join(problems))
     return True
+
+
+def damage_found(path: Path, *, timeout: float = QUICK_CHECK_SECONDS) -> str | None:
+    """What SQLite's quick check finds damaged in the store at ``path`` (read only, on a
+    connection of its own, bounded by ``timeout``); None when it reads as sound or could not be
+    checked in time. For a failure that may be the damage's doing."""
+    try:
+        conn = connect(path)
+    except Exception as exc:  # any failure to open it is the answer
+        return str(exc)
+    try:
+        check_integrity(conn, path, timeout=timeout)
+    except Exception as exc:  # the quick check, or SQLite failing to run it
+        return str(exc)
+    finally:
+        conn.close()
+    return None
 
 
 def _damaged(path: Path, reason: object) -> StoreDamagedError:
