@@ -172,6 +172,9 @@ def root_callback(
         from prefctl.cli._output import CurrentStderr
 
         logs.configure(verbose, stream=CurrentStderr())
+        from prefctl.cli._httpx_stand_in import log_decision
+
+        log_decision()
 
 
 class _Group(TyperGroup):
