@@ -270,6 +270,7 @@ def test_dispatcher_on_a_damaged_store_backs_off_logs_once_and_writes_nothing(
     store = _filled_store(data_dir)
     emulator = start_in_thread(EmulatorConfig(port=0, data_dir=data_dir))
     try:
+        token = issue_token(emulator)
         _damage_every_table(store)
         # The dispatcher meets the damage on its next cycle, then checks the store again after
         # 1 s and 2 s: two checks that find it still damaged.
@@ -279,6 +280,8 @@ def test_dispatcher_on_a_damaged_store_backs_off_logs_once_and_writes_nothing(
         wal_size = wal.stat().st_size if wal.exists() else 0
         wait_until(lambda: caplog.text.count("still damaged") >= 3, timeout=30)
         health = httpx.get(f"{emulator.url}/healthz")
+        with _client(emulator.url, emulator.account.service_client_id, token) as api:
+            write = api.post("/profiles", json=PROFILE)
         assert store.read_bytes() == on_disk  # nothing written meanwhile
         assert (wal.stat().st_size if wal.exists() else 0) == wal_size
     finally:
@@ -290,6 +293,8 @@ def test_dispatcher_on_a_damaged_store_backs_off_logs_once_and_writes_nothing(
     assert "starting it again" not in caplog.text
     assert health.status_code == 503
     assert str(store) in health.json()["reason"]
+    assert write.status_code == 503  # refused before it reaches the store
+    assert f"store {store} is damaged" in write.json()["detail"]
 
 
 @pytest.fixture(scope="module")

@@ -86,6 +86,7 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     ctx.services.append(_group_writer_service)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(WritesStopOnDamage, ctx=ctx)
     modules = [f"prefctl.emulator.routes.{name}" for name in ROUTERS]
     modules += [
         module
@@ -252,6 +253,30 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
         detail="the emulator failed unexpectedly; its log has the details",
     )
     return problem_response(problem)
+
+
+# -- a damaged store -------------------------------------------------------------------------------
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class WritesStopOnDamage:
+    """ASGI middleware: once the store was found damaged (``ctx.store_fault``), every request
+    that may write is answered 503 naming the store before it reaches a route, so nothing more
+    is written to it (reads go on: they answer what is still sound, or 503)."""
+
+    def __init__(self, app: ASGIApp, ctx: EmulatorContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fault = self.ctx.store_fault
+        if fault is not None and scope["type"] == "http" and scope["method"] not in _READS:
+            log.error("%s (%s %s: refused)", fault, scope["method"], scope["path"])
+            damaged = store_problem(StoreDamagedError(fault), self.ctx.store_path)
+            assert damaged is not None  # a damaged store is a 503
+            await problem_response(damaged.problem, damaged.headers)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 # -- body size -------------------------------------------------------------------------------------
