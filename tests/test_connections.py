@@ -314,3 +314,79 @@ def test_receive_limits_out_of_range_are_usage_errors(flag: str, value: str) -> 
     result = run_cli("receive", "--port", "0", "--no-verify", flag, value)
     assert result.exit_code == 2
     assert flag in result.stderr
+
+
+def _answers(running: RunningEmulator) -> list[tuple[int, str, object]]:
+    """What a client sees of a few requests: status, media type, body."""
+    import httpx
+
+    with httpx.Client(base_url=running.url, timeout=10) as client:
+        answers = [
+            client.get("/healthz"),
+            client.post(running.token_url, data={"grant_type": "client_credentials"}),
+            client.get("/api/v1/NOBODY/profiles"),
+            client.get("/healthz", headers={"X-Padding": "a" * 6000}),
+        ]
+    seen = []
+    for answer in answers:
+        body = answer.json()
+        for volatile in ("pid", "version", "auth_url", "api_url"):
+            body.pop(volatile, None)
+        seen.append((answer.status_code, answer.headers["content-type"], body))
+    return seen
+
+
+def _broken_copy() -> type:
+    """uvicorn's httptools protocol with a parser callback gone (as if renamed)."""
+    from prefctl.servers.seams import httptools_protocol
+
+    base = httptools_protocol()
+    assert base is not None
+    return type(base.__name__, (base,), {"on_headers_complete": None})
+
+
+@pytest.mark.parametrize("broken", ["uvicorn out of range", "a callback renamed"])
+def test_emulator_without_the_guard_internals_answers_the_same_and_warns_what_is_lost(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    emulator: RunningEmulator,
+    broken: str,
+) -> None:
+    from prefctl.servers import seams
+
+    guarded = _answers(emulator)
+    if broken == "uvicorn out of range":
+        monkeypatch.setattr(seams, "TESTED_UVICORN", ((0, 1), (0, 2)))
+        reason = "is outside the tested"
+    else:
+        copy = _broken_copy()
+        monkeypatch.setattr(seams, "httptools_protocol", lambda: copy)
+        reason = "on_headers_complete is missing"
+
+    fallback = start_emulator(EmulatorConfig(port=0, data_dir=tmp_path / "data", limits=LIMITS))
+    try:
+        answers = _answers(fallback)
+        # What is lost: a header over the limit is no longer refused with 431.
+        over_the_limit = _with_a_header_over_the_limit(fallback)
+    finally:
+        fallback.stop()
+
+    assert answers == guarded
+    warning = next(r for r in caplog.records if r.name == "prefctl.servers")
+    assert warning.levelname == "WARNING"
+    assert "header and body deadlines and the header-size limit are off" in warning.getMessage()
+    assert reason in warning.getMessage()
+    guarded_answer = _with_a_header_over_the_limit(emulator)
+    assert guarded_answer.startswith(b"HTTP/1.1 431 ") or guarded_answer == b""  # or a reset
+    assert over_the_limit.startswith(b"HTTP/1.1 200 ")  # served: the limit is off
+
+
+def _with_a_header_over_the_limit(running: RunningEmulator) -> bytes:
+    with connect(int(running.url.rsplit(":", 1)[1])) as sock:
+        sock.sendall(
+            b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            + f"X-Padding: {'a' * 12000}\r\n\r\n".encode()
+        )
+        answer, _ = until_closed(sock, 10)
+    return answer

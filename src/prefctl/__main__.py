@@ -41,24 +41,11 @@ def main() -> None:
 
 
 def _without_httpx_cli() -> None:
-    """Spare each command the import of httpx's own command-line client, which ``import httpx``
-    loads (``httpx._main``: click, pygments, rich.syntax; a third of httpx's import time) and
-    prefctl never runs. A stand-in takes its place; calling ``httpx.main`` still runs the real
-    one. Guarded: nothing is done once httpx or its client is imported, and a later httpx that
-    no longer imports it never reads the stand-in."""
-    if "httpx" in sys.modules or "httpx._main" in sys.modules:
-        return
-    import types
+    """Spare each command the import of httpx's own command-line client, guarded: see
+    ``prefctl.cli._httpx_stand_in``."""
+    from prefctl.cli._httpx_stand_in import install
 
-    def main(*args: object, **kwargs: object) -> object:
-        del sys.modules["httpx._main"]
-        from httpx._main import main as real
-
-        return real(*args, **kwargs)
-
-    stand_in = types.ModuleType("httpx._main", "stand-in for httpx's command-line client")
-    stand_in.main = main  # type: ignore[attr-defined]
-    sys.modules["httpx._main"] = stand_in
+    install()
 
 
 if __name__ == "__main__":

@@ -48,6 +48,16 @@ def run_pytest(
 ) -> subprocess.CompletedProcess[str]:
     """``pytest ARGS`` in ``folder`` (its own rootdir, no configuration file); without
     ``autoload`` only prefctl's plugin is loaded, as in a venv holding prefctl and pytest alone."""
+    command, env = pytest_command(folder, *args, autoload=autoload)
+    return subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def pytest_command(
+    folder: Path, *args: str, autoload: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of ``run_pytest`` (for a run started in the background)."""
     home = folder / "home"
     home.mkdir(exist_ok=True)
     env = user_env(home)
@@ -56,6 +66,4 @@ def run_pytest(
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     command = [sys.executable, "-m", "pytest", *plugins, "-p", "no:cacheprovider"]
     command += ["-c", os.devnull, "--rootdir", str(folder), *args]
-    return subprocess.run(
-        command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return command, env

@@ -137,3 +137,70 @@ def test_finds_no_subscription_left(prefctl_emulator):
     )
     result = run_pytest(tmp_path, "-q")
     assert result.returncode == 0, result.stdout
+
+
+BLOCKS_UNTIL_TERMINATED = """
+import os
+import threading
+from pathlib import Path
+
+
+def test_blocks(prefctl_emulator):
+    prefctl_emulator.token()  # the token cache holds a secret now
+    Path(os.environ["READY_FILE"]).write_text(str(os.getpid()))
+    threading.Event().wait(600)  # until the job is cancelled
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_sigterm_to_a_run_stops_the_emulator_and_removes_its_folder(tmp_path: Path) -> None:
+    import signal
+
+    from tests.helpers import wait_until
+    from tests.testing._run import pytest_command
+
+    _write(tmp_path, BLOCKS_UNTIL_TERMINATED)
+    ready = tmp_path / "ready"
+    command, env = pytest_command(tmp_path, "-q", "--basetemp", str(tmp_path / "base"))
+    env["READY_FILE"] = str(ready)
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        wait_until(ready.exists, timeout=60, what="the test did not start")
+        folders = list((tmp_path / "base").glob("prefctl-emulator*"))
+        assert (folders[0] / "cache").exists()
+        children = _children(run.pid)
+
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+    assert run.returncode == 2, output  # pytest's "interrupted", as after Ctrl-C
+    assert "Terminated: SIGTERM" in output
+    assert list((tmp_path / "base").glob("prefctl-emulator*")) == []
+    assert children  # the emulator's writer process, at least
+    assert [child for child in children if _running(child)] == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False  # ended and reaped
+    return state != "Z"

@@ -64,10 +64,9 @@ def internals_problem() -> str | None:
     import typer
     import typer.core
 
-    version = _version(getattr(typer, "__version__", ""))
-    low, high = TESTED_TYPER
-    if version is None or not low <= version < high:
-        return f"typer {getattr(typer, '__version__', '?')} is not in the tested range"
+    problem = _version_problem(typer)
+    if problem is not None:
+        return problem
     parameter = getattr(typer.core, "_TyperParameter", None)
     if parameter is None or "_runtime_param" not in getattr(parameter, "__annotations__", {}):
         return "typer.core._TyperParameter has no _runtime_param slot"
@@ -90,10 +89,65 @@ def internals_problem() -> str | None:
     missing = [name for name in _PARAMETER_INFO_FIELDS if not hasattr(info, name)]
     if missing:
         return f"typer's ParameterInfo has no {', '.join(missing)}"
-    return None
+    return help_internals_problem()  # the help option is reached as tidy_help reaches it
 
 
 _problem: list[str | None] = []  # the check's answer, once per process
+
+
+def help_internals_problem() -> str | None:
+    """Why the Typer internals that tidy prefctl's help (``cli/app.py``: ``tidy_help``) are not as
+    expected (None: they are), once per process: Typer within ``TESTED_TYPER``; a command's
+    ``get_help_option(ctx)`` that reads only ``ctx.help_option_names`` (it is called with a
+    ``SimpleNamespace`` before any context exists) and gives an option with ``metavar``,
+    ``is_flag``, ``count`` and ``param_type_name``."""
+    if _help_problem:
+        return _help_problem[0]
+    import typer
+    import typer.core
+
+    problem = _version_problem(typer)
+    if problem is None:
+        names = SimpleNamespace(help_option_names=["--help"])
+        for probe in (typer.core.TyperCommand("probe"), typer.core.TyperGroup(name="probe")):
+            kind = type(probe).__name__
+            try:
+                option = probe.get_help_option(names)  # type: ignore[arg-type]
+            except Exception as exc:  # any change of the contract
+                problem = f"{kind}.get_help_option(ctx) failed: {exc!r}"
+                break
+            fields = ("metavar", "is_flag", "count", "param_type_name")
+            if option is None or not all(hasattr(option, name) for name in fields):
+                problem = f"{kind}.get_help_option(ctx) gives no option with {', '.join(fields)}"
+                break
+    if problem is not None:
+        import logging
+
+        logging.getLogger(__name__).debug("help as Typer renders it: %s", problem)
+    _help_problem.append(problem)
+    return problem
+
+
+_help_problem: list[str | None] = []  # help_internals_problem's answer, once per process
+
+
+def color_switch_problem(rich_utils: Any) -> str | None:
+    """Why ``rich_utils.COLOR_SYSTEM`` (Typer's switch for help without any styling) cannot be
+    set (None: it can): Typer within ``TESTED_TYPER`` and the attribute there."""
+    import typer
+
+    problem = _version_problem(typer)
+    if problem is None and not hasattr(rich_utils, "COLOR_SYSTEM"):
+        problem = "typer.rich_utils has no COLOR_SYSTEM"
+    return problem
+
+
+def _version_problem(typer: Any) -> str | None:
+    version = _version(getattr(typer, "__version__", ""))
+    low, high = TESTED_TYPER
+    if version is None or not low <= version < high:
+        return f"typer {getattr(typer, '__version__', '?')} is not in the tested range"
+    return None
 
 
 def install(command: Any, help_option_names: list[str]) -> bool:

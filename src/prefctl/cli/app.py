@@ -172,6 +172,9 @@ def root_callback(
         from prefctl.cli._output import CurrentStderr
 
         logs.configure(verbose, stream=CurrentStderr())
+        from prefctl.cli._httpx_stand_in import log_decision
+
+        log_decision()
 
 
 class _Group(TyperGroup):
@@ -404,11 +407,17 @@ def _run(argv: list[str] | None) -> int:
     if not completing and (not argv or "--help" in argv or "-h" in argv):
         from typer import rich_utils
 
-        # Typer's documented switch: None is help without any styling, bold included.
+        # Typer's switch: None is help without any styling, bold included. Guarded; without it,
+        # Rich's public NO_COLOR leaves bold.
         plain = "--no-color" in argv or bool(os.environ.get("NO_COLOR"))
-        rich_utils.COLOR_SYSTEM = None if plain else "auto"
+        if _coercion.color_switch_problem(rich_utils) is None:
+            rich_utils.COLOR_SYSTEM = None if plain else "auto"
+        elif plain:
+            os.environ["NO_COLOR"] = "1"
     try:
-        command = tidy_help(typer.main.get_command(build_app(argv)))
+        command = typer.main.get_command(build_app(argv))
+        if _coercion.help_internals_problem() is None:
+            command = tidy_help(command)
         _coercion.install(command, CONTEXT_SETTINGS["help_option_names"])
         result = command.main(args=argv, prog_name="prefctl", standalone_mode=False)
     except PrefctlError as exc:

@@ -54,7 +54,14 @@ from prefctl.emulator.routes._common import (
 from prefctl.emulator.routes._lanes import check_lanes, lane_routes
 from prefctl.errors import DiskFullError, PrefctlError
 from prefctl.models.problem import FieldError, Problem, problem_from_validation_errors
-from prefctl.store.db import DRIVER_ERROR, is_damaged, is_disk_full, store_error
+from prefctl.store.db import (
+    DRIVER_ERROR,
+    StoreDamagedError,
+    damage_found,
+    is_damaged,
+    is_disk_full,
+    store_error,
+)
 from prefctl.store.errors import StoreError
 
 __all__ = ["BodyLimit", "register"]
@@ -86,6 +93,7 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     ctx.services.append(_group_writer_service)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(WritesStopOnDamage, ctx=ctx)
     modules = [f"prefctl.emulator.routes.{name}" for name in ROUTERS]
     modules += [
         module
@@ -192,9 +200,12 @@ async def _on_validation_error(_request: Request, exc: RequestValidationError) -
 
 
 async def _on_prefctl_error(request: Request, exc: PrefctlError) -> Response:
-    if isinstance(exc, DiskFullError):
+    damaged = is_damaged(exc)  # a store found damaged by one of its checks
+    if damaged or isinstance(exc, DiskFullError):
         _log_store_fault(request, exc)
-    problem = problem_for(exc)
+    problem = (store_problem(exc, get_ctx(request).store_path) if damaged else None) or problem_for(
+        exc
+    )
     return problem_response(problem.problem, problem.headers)
 
 
@@ -206,13 +217,13 @@ async def _on_client_disconnect(_request: Request, _exc: ClientDisconnect) -> Re
 async def _on_driver_error(request: Request, exc: Exception) -> Response:
     # A plain read (outside a transaction) lets the driver's error through: the store words it.
     translated = store_error(exc) or exc
-    if store_problem(translated) is None:
+    if store_problem(translated, get_ctx(request).store_path) is None:
         return await _on_unexpected_error(request, exc)
     return await _on_store_error(request, translated)
 
 
 async def _on_store_error(request: Request, exc: Exception) -> Response:
-    problem = store_problem(exc)
+    problem = store_problem(exc, get_ctx(request).store_path)
     if problem is None:
         return await _on_unexpected_error(request, exc)
     _log_store_fault(request, exc)
@@ -239,6 +250,16 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
     if is_disk_full(exc):  # a file other than the store (OSError ENOSPC)
         _log_store_fault(request, exc)
         return problem_response(problem_for(DiskFullError("the disk is full")).problem)
+    # A damaged store may fail in any way (a stored body that no longer parses, a row of the
+    # wrong shape): an unexpected error on a store SQLite finds damaged is the damage's.
+    ctx = get_ctx(request)
+    if ctx.store_fault is None:
+        ctx.store_fault = await asyncio.to_thread(damage_found, ctx.store_path)  # names the store
+    if ctx.store_fault is not None:
+        log.error("%s (%s %s)", ctx.store_fault, request.method, request.url.path)
+        damaged = store_problem(StoreDamagedError(ctx.store_fault), ctx.store_path)
+        assert damaged is not None  # a damaged store is a 503
+        return problem_response(damaged.problem, damaged.headers)
     # Starlette re-raises after answering, so the server logs the traceback once.
     log.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path)
     problem = Problem(
@@ -247,6 +268,30 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
         detail="the emulator failed unexpectedly; its log has the details",
     )
     return problem_response(problem)
+
+
+# -- a damaged store -------------------------------------------------------------------------------
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class WritesStopOnDamage:
+    """ASGI middleware: once the store was found damaged (``ctx.store_fault``), every request
+    that may write is answered 503 naming the store before it reaches a route, so nothing more
+    is written to it (reads go on: they answer what is still sound, or 503)."""
+
+    def __init__(self, app: ASGIApp, ctx: EmulatorContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fault = self.ctx.store_fault
+        if fault is not None and scope["type"] == "http" and scope["method"] not in _READS:
+            log.error("%s (%s %s: refused)", fault, scope["method"], scope["path"])
+            damaged = store_problem(StoreDamagedError(fault), self.ctx.store_path)
+            assert damaged is not None  # a damaged store is a 503
+            await problem_response(damaged.problem, damaged.headers)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 # -- body size -------------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ timestamps stay real) and the observers of ``observer.OBSERVER_FACTORIES``. When
 the engine records the answers already in and gives back the leases of unanswered requests.
 
 If the engine fails unexpectedly it is logged and started again a second later: a dispatcher that
-stopped silently would lose no event (leases) but deliver none either.
+stopped silently would lose no event (leases) but deliver none either. A damaged store is no such
+failure: the dispatcher writes nothing more to it, ``/healthz`` answers 503, and the store is
+checked (read only) again after 1, 2, 4… seconds, at most a minute apart; the log says so once a
+minute at most, with the path and the reason, and the engine starts again once the store is sound.
 
 ``ctx.settings["dispatcher"] = False`` leaves the dispatcher out (tests of other features).
 """
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from prefctl.clock import Clock
 from prefctl.dispatcher.run import DispatcherConfig, new_event_loop, run_async
+from prefctl.store.db import damage_found, is_damaged
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -38,6 +42,8 @@ log = logging.getLogger(__name__)
 
 SETTING = "dispatcher"
 RESTART_DELAY_SECONDS = 1.0
+# A damaged store: the longest wait between two checks of it, and between two log lines.
+DAMAGED_RECHECK_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
 
 
@@ -119,7 +125,42 @@ class EmbeddedDispatcher:
         while not stop.is_set():
             try:
                 await run_async(config, stop=stop)
-            except Exception:  # keep delivering: log the failure with its trace and start again
+            except Exception as exc:
+                if is_damaged(exc):
+                    await self._wait_for_a_sound_store(exc, stop)
+                    continue
+                # keep delivering: log the failure with its trace and start again
                 log.exception("the dispatcher failed; starting it again")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), RESTART_DELAY_SECONDS)
+                await _wait(stop, RESTART_DELAY_SECONDS)
+
+    async def _wait_for_a_sound_store(self, exc: Exception, stop: asyncio.Event) -> None:
+        """Back off while the store is damaged: nothing is written to it meanwhile; it is checked
+        (read only) with growing pauses, and the log says why once a minute at most."""
+        ctx = self.ctx
+        reason = f"the store {ctx.store_path} is damaged: {exc}"
+        if ctx.store_fault is None:
+            ctx.store_fault = reason
+        delay, logged_at = RESTART_DELAY_SECONDS, None
+        while not stop.is_set():
+            now = ctx.clock.monotonic()
+            if logged_at is None or now - logged_at >= DAMAGED_RECHECK_SECONDS:
+                log.error("the dispatcher is waiting: %s (checked again every minute)", reason)
+                logged_at = now
+            if await _wait(stop, delay):
+                return
+            problem = await asyncio.to_thread(damage_found, ctx.store_path)
+            if problem is None:
+                log.warning(
+                    "the store %s reads as sound again: the dispatcher starts", ctx.store_path
+                )
+                return
+            log.debug("the store is still damaged; next check in %g s", delay)
+            reason = f"the store {ctx.store_path} is damaged: {problem}"
+            delay = min(delay * 2, DAMAGED_RECHECK_SECONDS)
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait ``seconds`` or until ``stop`` is set; whether it was set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()

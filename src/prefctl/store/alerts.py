@@ -18,6 +18,8 @@ from typing import Literal
 
 import orjson
 
+from prefctl.store.connection import stored_json
+
 __all__ = [
     "AlertKind",
     "AlertRecord",
@@ -164,7 +166,7 @@ def _alert(row: sqlite3.Row) -> AlertRecord:
         sequence=row["sequence"],
         dead_letters=row["dead_letters"],
         incident_dead_letters=row["incident_dead_letters"],
-        recipients=list(orjson.loads(row["recipients"])),
+        recipients=list(stored_json(row["recipients"])),
         subject=row["subject"],
         message_id=row["message_id"],
         message=row["message"],

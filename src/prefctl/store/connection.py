@@ -20,7 +20,9 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import orjson
 
 from prefctl.errors import ConfigError, PrefctlError, UsageError
 from prefctl.private_files import locked
@@ -35,6 +37,7 @@ __all__ = [
     "SQLITE_FULL",
     "SQLITE_NOTADB",
     "Store",
+    "StoreDamagedError",
     "atomic",
     "connect",
     "disk_full",
@@ -44,6 +47,7 @@ __all__ = [
     "is_disk_full",
     "snapshot",
     "store_error",
+    "stored_json",
     "transaction",
 ]
 
@@ -107,7 +111,8 @@ def connect(path: Path | str) -> Store:
             raise
         if is_disk_full(exc):
             raise disk_full(path) from None
-        raise ConfigError(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
+        error = StoreDamagedError if is_damaged(exc) else ConfigError
+        raise error(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
     return conn
 
 
@@ -160,9 +165,17 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+# What SQLite says when the schema it reads no longer holds a table, column or index prefctl's
+# migrations made: prefctl's statements all run against the migrated schema (every one is
+# tested), and none drops anything, so while a store is served this means its schema pages
+# were overwritten.
+_SCHEMA_GONE = ("no such table", "no such column", "no such index")
+
+
 def is_damaged(exc: BaseException) -> bool:
-    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, or text
-    that is not UTF-8 (prefctl writes none: the bytes were overwritten)."""
+    """Whether ``exc`` says the store file is damaged: SQLITE_CORRUPT, SQLITE_NOTADB, text that
+    is not UTF-8 (prefctl writes none: the bytes were overwritten), a table, column or index of
+    the migrated schema gone (see ``_SCHEMA_GONE``), or a ``StoreDamagedError``."""
     if isinstance(exc, StoreDamagedError):
         return True
     if not isinstance(exc, sqlite3.DatabaseError):
@@ -172,7 +185,20 @@ def is_damaged(exc: BaseException) -> bool:
         _code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
         or "malformed" in text
         or text.startswith("Could not decode to UTF-8")
+        or text.startswith(_SCHEMA_GONE)
     )
+
+
+def stored_json(text: str | bytes) -> Any:
+    """The JSON value of a column prefctl wrote; ``StoreDamagedError`` when it no longer parses
+    (prefctl stores only valid JSON: the bytes were overwritten, in an overflow page SQLite's
+    own checks do not read)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise StoreDamagedError(
+            f"a stored value no longer reads as JSON ({exc})", hint=DAMAGED_HINT, reason=str(exc)
+        ) from None
 
 
 def disk_full(path: Path | str | None, reason: str = "") -> StoreDiskFullError:

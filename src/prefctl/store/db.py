@@ -26,6 +26,7 @@ from prefctl.store.connection import (
     SQLITE_FULL,
     SQLITE_NOTADB,
     Store,
+    StoreDamagedError,
     atomic,
     connect,
     disk_full,
@@ -37,7 +38,6 @@ from prefctl.store.connection import (
     store_error,
     transaction,
 )
-from prefctl.store.errors import StoreDamagedError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -50,11 +50,13 @@ __all__ = [
     "SQLITE_FULL",
     "SQLITE_NOTADB",
     "Store",
+    "StoreDamagedError",
     "atomic",
     "check_integrity",
     "check_readable",
     "connect",
     "create_store",
+    "damage_found",
     "disk_full",
     "ensure_private_store",
     "execute_rows",
@@ -174,8 +176,25 @@ def check_readable(conn: sqlite3.Connection) -> None:
         raise (store_error(exc) or exc) from exc
 
 
-def _damaged(path: Path, reason: object) -> ConfigError:
-    return ConfigError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
+def damage_found(path: Path, *, timeout: float = QUICK_CHECK_SECONDS) -> str | None:
+    """What SQLite's quick check finds damaged in the store at ``path`` (read only, on a
+    connection of its own, bounded by ``timeout``); None when it reads as sound or could not be
+    checked in time. For a failure that may be the damage's doing."""
+    try:
+        conn = connect(path)
+    except Exception as exc:  # any failure to open it is the answer
+        return str(exc)
+    try:
+        check_integrity(conn, path, timeout=timeout)
+    except Exception as exc:  # the quick check, or SQLite failing to run it
+        return str(exc)
+    finally:
+        conn.close()
+    return None
+
+
+def _damaged(path: Path, reason: object) -> StoreDamagedError:
+    return StoreDamagedError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
 
 
 _STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from prefctl.store._paging import decode_cursor, encode_cursor, take_page
+from prefctl.store.connection import stored_json
 from prefctl.store.db import atomic
 from prefctl.store.timestamps import wire_time
 
@@ -260,9 +261,9 @@ def _event(row: sqlite3.Row) -> StoredEvent:
         entity=values[4],
         profile_id=values[5],
         original_event_time=values[6],
-        data=orjson.loads(values[7]),
-        previous_data=None if values[8] is None else orjson.loads(values[8]),
-        filter_values=tuple(orjson.loads(values[9])),
+        data=stored_json(values[7]),
+        previous_data=None if values[8] is None else stored_json(values[8]),
+        filter_values=tuple(stored_json(values[9])),
         subscription_id=values[10] if len(values) > 10 else None,
         event_time=values[11] if len(values) > 10 else None,
     )

@@ -29,6 +29,7 @@ import orjson
 from prefctl.clock import utc_timestamp
 from prefctl.errors import UsageError
 from prefctl.store._paging import decode_cursor, encode_cursor, take_page
+from prefctl.store.connection import stored_json
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -276,5 +277,5 @@ def _digits(number: str) -> str:
 
 
 def _loads(body: str) -> dict[str, Any]:
-    value: dict[str, Any] = orjson.loads(body)
+    value: dict[str, Any] = stored_json(body)
     return value

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from prefctl.store.connection import stored_json
+
 __all__ = ["SEED_PROGRAMS", "add_programs", "list_programs", "seed_programs"]
 
 SEED_PROGRAMS: tuple[dict[str, Any], ...] = (
@@ -116,8 +118,8 @@ def list_programs(
             "ProgramId": row[0],
             "Name": row[1],
             "ProgramType": row[2],
-            "Filters": orjson.loads(row[3]),
-            "Channels": orjson.loads(row[4]),
+            "Filters": stored_json(row[3]),
+            "Channels": stored_json(row[4]),
         }
         for row in rows
     ]

@@ -38,6 +38,7 @@ import orjson
 
 from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.store import deliveries
+from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
 
 __all__ = [
@@ -171,7 +172,7 @@ class FanoutTarget:
 
     @property
     def selections(self) -> list[dict[str, Any]]:
-        value: list[dict[str, Any]] = orjson.loads(self.selections_json)
+        value: list[dict[str, Any]] = stored_json(self.selections_json)
         return value
 
 
@@ -502,7 +503,7 @@ def _fields(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _event_types(selections_json: str) -> list[str]:
-    return [str(selection["EventType"]) for selection in orjson.loads(selections_json)]
+    return [str(selection["EventType"]) for selection in stored_json(selections_json)]
 
 
 def _check_conflict(
@@ -540,9 +541,9 @@ def _record(row: sqlite3.Row) -> SubscriptionRecord:
         state=row["state"],
         catch_up_on_resume=bool(row["catch_up_on_resume"]),
         provisioning_state=row["provisioning_state"],
-        selections=orjson.loads(row["selections"]),
+        selections=stored_json(row["selections"]),
         alerts_enabled=bool(row["alerts_enabled"]),
-        alert_recipients=orjson.loads(row["alert_recipients"]),
+        alert_recipients=stored_json(row["alert_recipients"]),
         created_at=row["created_at"],
         created_by=row["created_by"],
         modified_at=row["modified_at"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-import orjson
+from prefctl.store.connection import stored_json
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def token_standing(
         revoked=bool(row[0]),
         client_exists=bool(row[1]),
         user_active=None if row[2] is None else bool(row[2]),
-        permissions=frozenset(orjson.loads(row[3])),
+        permissions=frozenset(stored_json(row[3])),
     )
 
 

@@ -22,6 +22,7 @@ Helpers: ``sign_headers(body, hashkey=…, client_id=…, user_id=…)`` and ``v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -124,14 +125,16 @@ def prefctl_emulator(
 
     options = _options(request)
     workdir = tmp_path_factory.mktemp("prefctl-emulator")
-    emulator = _started("prefctl_emulator", lambda: start_emulator(options, workdir))
-    try:
-        yield emulator
-    finally:
-        emulator.close()
-        import shutil
+    with _sigterm_as_interrupt():
+        emulator = _started("prefctl_emulator", lambda: start_emulator(options, workdir))
+        try:
+            yield emulator
+        finally:
+            emulator.close()
+            import shutil
 
-        shutil.rmtree(workdir, ignore_errors=True)  # --prefctl-data-dir lies outside: it stays
+            shutil.rmtree(workdir, ignore_errors=True)  # --prefctl-data-dir lies outside: it stays
+            _unlink_current_link(workdir)
 
 
 @pytest.fixture
@@ -149,6 +152,50 @@ def prefctl_receiver(
     finally:
         receiver.close()
         prefctl_emulator.unsubscribe_url(receiver.url)
+
+
+def _unlink_current_link(workdir: Path) -> None:
+    """Remove pytest's ``prefctl-emulatorcurrent`` link to the folder just removed (pytest removes
+    such dead links itself only when the fixtures were torn down before the session ended, not
+    after an interrupt)."""
+    link = workdir.with_name(f"{workdir.name.rstrip('0123456789')}current")
+    if link.is_symlink() and link.readlink() == workdir:
+        link.unlink(missing_ok=True)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what a CI system sends to a cancelled job), raised where the run was, as Ctrl-C
+    is: pytest stops, tears its fixtures down (servers stopped, temporary folders removed) and
+    exits 2, "interrupted"."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    import signal
+
+    # A second SIGTERM while the fixtures are torn down is ignored: the clean-up finishes.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated("SIGTERM")
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM interrupts the run as Ctrl-C does, unless the run already
+    handles SIGTERM itself (its handler is kept) or this is not the main thread (where Python
+    runs signal handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(
+        signal.SIGTERM
+    ) not in (signal.SIG_DFL, None):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) in (_on_sigterm, signal.SIG_IGN):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _options(request: pytest.FixtureRequest) -> EmulatorOptions:

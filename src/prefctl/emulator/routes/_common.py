@@ -202,11 +202,11 @@ def problem_for(exc: PrefctlError) -> ProblemError:
     return ProblemError(409, "Conflict", exc.message)
 
 
-def store_problem(exc: BaseException) -> ProblemError | None:
+def store_problem(exc: BaseException, store: object = None) -> ProblemError | None:
     """The problem a failure of the store becomes, or None when it is not one the emulator
     expects (a bug: 500). A full disk is a 507 (nothing of the write was stored); a store locked
     by another process past the busy timeout a 503 with ``Retry-After``; a damaged store file a
-    503 (``/healthz`` then answers 503 too)."""
+    503 naming the ``store`` file (``/healthz`` then answers 503 too)."""
     from prefctl.store.db import is_busy, is_damaged, is_disk_full
 
     if is_disk_full(exc):
@@ -215,7 +215,8 @@ def store_problem(exc: BaseException) -> ProblemError | None:
         detail = "the store is busy; retry in a moment"
         return ProblemError(503, "Service Unavailable", detail, headers={"Retry-After": "1"})
     if is_damaged(exc):
-        detail = "the emulator's store is damaged and cannot be read; its log names the file"
+        where = "" if store is None else f" {store}"
+        detail = f"the emulator's store{where} is damaged and cannot be read; its log says how"
         return ProblemError(503, "Service Unavailable", detail)
     return None
 
