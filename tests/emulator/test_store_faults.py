@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread
@@ -321,6 +321,9 @@ def small_stores(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     kind=st.sampled_from(["noise", "zeros", "copy"]),
     seed=st.integers(0, 2**32),
 )
+# Zeroed pages that SQLite reported as "disk I/O error" when a new connection opened the store:
+# that was a 400 (a bad request) before opening counted it as damage.
+@example(which=1, pages=21, first=4, kind="zeros", seed=134217727)
 def test_emulator_on_any_damaged_pages_answers_503_naming_the_store_never_500(
     small_stores: list[Path],
     tmp_path: Path,

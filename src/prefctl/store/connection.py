@@ -111,8 +111,12 @@ def connect(path: Path | str) -> Store:
             raise
         if is_disk_full(exc):
             raise disk_full(path) from None
-        error = StoreDamagedError if is_damaged(exc) else ConfigError
-        raise error(f"cannot open the store {path}: {exc}", hint=_damaged_hint(exc)) from None
+        # An I/O error reading a store file that exists is as good as damage for its callers: it
+        # cannot be read (the damage property test finds "disk I/O error" for zeroed pages).
+        unreadable = is_damaged(exc) or (_code(exc) == SQLITE_IOERR and Path(path).is_file())
+        error = StoreDamagedError if unreadable else ConfigError
+        hint = DAMAGED_HINT if unreadable else None
+        raise error(f"cannot open the store {path}: {exc}", hint=hint) from None
     return conn
 
 
@@ -145,6 +149,7 @@ def is_busy(exc: BaseException) -> bool:
 
 
 # SQLite's primary result codes (https://www.sqlite.org/rescode.html).
+SQLITE_IOERR = 10
 SQLITE_CORRUPT = 11
 SQLITE_FULL = 13
 SQLITE_NOTADB = 26
@@ -254,10 +259,6 @@ DAMAGED_HINT = (
     "check it with: sqlite3 FILE 'PRAGMA integrity_check'; restore a copy, or start afresh with"
     " 'prefctl emulator reset'"
 )
-
-
-def _damaged_hint(exc: BaseException) -> str | None:
-    return DAMAGED_HINT if is_damaged(exc) else None
 
 
 def _store_file(conn: sqlite3.Connection) -> str | None:
