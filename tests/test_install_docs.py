@@ -52,7 +52,7 @@ def test_readme_quick_start_is_two_commands_and_ci_runs_its_test_command() -> No
     assert test_command == ".venv/bin/pytest"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert '"$1/bin/pytest" </dev/null' in ci  # suite VENV runs VENV/bin/pytest, no arguments
-    assert 'timed "tests (a) constraints" suite .venv' in ci
+    assert 'run_suite "tests (a) constraints" .venv\n' in ci
 
 
 @pytest.mark.slow
