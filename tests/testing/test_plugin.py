@@ -20,6 +20,7 @@ def _write(folder: Path, source: str, name: str = "test_user.py") -> None:
     (folder / name).write_text(source, encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_docs_example_passes_with_only_the_plugin_and_leaves_the_user_folders_alone(
     tmp_path: Path,
 ) -> None:
