@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.testing._run import example_module, run_pytest
 
 USES_EMULATOR = """
