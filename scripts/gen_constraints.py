@@ -5,11 +5,12 @@
 
 - ``constraints.txt``: every distribution installed in the interpreter that runs this script
   (prefctl's runtime and test dependencies, with their own), pinned to the installed version.
-  Run it with the venv whose test run passed (``.ci/run`` does, after the full suite); teams that
-  pin install with ``pip install -c constraints.txt …`` (README, "Install").
+  Run it with the venv whose test run passed (``.ci/run``'s ``.venv-newest`` after a green run, to
+  move CI's reproducible point to today's releases); ``.ci/run`` installs with it for its first
+  test run, and teams that pin install with ``pip install -c constraints.txt …`` (README, "Install").
 - ``constraints-lowest.txt``: each runtime dependency of ``pyproject.toml`` pinned to its lower
-  bound (``>=X`` → ``==X``); ``.ci/run`` installs with it for its second test run, so the bounds
-  the package declares are bounds that were tested.
+  bound (``>=X`` → ``==X``); ``.ci/run`` installs with it for its third test run (the whole
+  suite), so the bounds the package declares are bounds that were tested.
 """
 
 from __future__ import annotations

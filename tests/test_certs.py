@@ -231,6 +231,12 @@ def _common_name_only(pki: Path, common_name: str) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - timedelta(days=1))
         .not_valid_after(now + timedelta(days=30))
+        # As the CA issues them: Python 3.13's default context verifies strictly (it refuses a
+        # certificate without these), and only the names may differ here.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     cert_path, key_path = pki / f"cn-{common_name}.pem", pki / f"cn-{common_name}.key"

@@ -173,6 +173,7 @@ def test_deadletters_redrive_requeues_selected_and_reports_them(store: Path) -> 
     assert "prefctl dispatcher run" in result.stderr  # no emulator serves this store
 
 
+@pytest.mark.slow
 def test_deadletters_redrive_on_a_store_another_process_keeps_locked_is_one_line_exit_1(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -396,6 +396,7 @@ def _post_signed(url: str, event_id: str, credentials: SigningCredentials) -> ht
     return httpx.post(url, content=event_body(event_id, event_time=now), headers=headers)
 
 
+@pytest.mark.slow
 def test_receive_hex_signature_is_refused_by_default_with_the_encoding_to_try() -> None:
     hex_creds = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY, encoding="hex")
     answers: list[httpx.Response] = []

@@ -351,6 +351,7 @@ def test_replay_to_a_url_stopped_by_sigterm_removes_its_private_store(tmp_path: 
     assert list(temp.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_replay_goes_on_in_process_when_its_emulator_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

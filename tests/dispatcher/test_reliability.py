@@ -56,6 +56,7 @@ def emulator_processes() -> Iterator[list[subprocess.Popen[str]]]:
         process.wait()
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_delivering_loses_no_event(
     tmp_path: Path, emulator_processes: list[subprocess.Popen[str]]
 ) -> None:

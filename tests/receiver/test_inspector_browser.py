@@ -28,7 +28,10 @@ from tests import browser
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
 
-pytestmark = pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing())),
+]
 
 HASHKEY = "browser-test-hashkey-0123456789abcdef"
 CREDS = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY)

@@ -237,6 +237,7 @@ def test_protocol_http_1_0_and_connection_close_close_after_the_answer(
         assert connection.closed(timeout=5)
 
 
+@pytest.mark.slow
 def test_protocol_idle_connection_closes_after_the_keep_alive_time(
     settled: RunningReceiver, connect: Callable[..., Connection]
 ) -> None:

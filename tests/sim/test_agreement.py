@@ -121,6 +121,7 @@ def run_emulator(emulator: RunningEmulator) -> tuple[list[tuple[float, str, int]
     return alerts, attempts
 
 
+@pytest.mark.slow
 def test_simulator_explain_and_emulator_agree_on_alert_times_and_attempts(
     emulator: RunningEmulator,
 ) -> None:

@@ -62,6 +62,7 @@ def test_simulate_html_unwritable_file_is_a_one_line_usage_error(tmp_path: Path)
     assert "Traceback" not in result.output
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))
 def test_simulate_html_renders_in_chromium_without_console_errors_and_with_its_numbers(
     run: tuple[dict[str, Any], Path],

@@ -39,6 +39,7 @@ with open_store(sys.argv[1]) as conn:
 """
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_store_at_once_all_get_it_migrated(tmp_path: Path) -> None:
     # Two commands on a fresh data dir (an emulator start and 'emulator users add' in one CI
     # step): turning the new file to WAL and running the migrations must not fail either of them

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.testing._run import example_module, run_pytest
 
 USES_EMULATOR = """
@@ -20,6 +22,7 @@ def _write(folder: Path, source: str, name: str = "test_user.py") -> None:
     (folder / name).write_text(source, encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_docs_example_passes_with_only_the_plugin_and_leaves_the_user_folders_alone(
     tmp_path: Path,
 ) -> None:

@@ -164,6 +164,7 @@ OTHER_EXAMPLES = 30
 LONG_RUN_SECONDS = 75.0
 
 
+@pytest.mark.slow
 def test_fuzz_long_run_on_existing_resources_never_answers_5xx(api: Api) -> None:
     """Issue 18: ``"op": ["add"]`` in a JSON Patch was a 500 that only some thousands of cases
     found. Each round gets a new profile: a case may replace, patch or deactivate the one it is

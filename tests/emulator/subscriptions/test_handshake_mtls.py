@@ -23,6 +23,7 @@ def api(emulator: RunningEmulator) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.mark.slow
 def test_handshake_to_an_mtls_endpoint_succeeds_only_with_the_installed_client_certificate(
     emulator: RunningEmulator, api: httpx.Client, tmp_path: Path
 ) -> None:
