@@ -119,8 +119,11 @@ def check_service(
         write_junit(junit, junit_xml(report))
     render_report(report, f"service check {report.url}", labels=SERVICE_LABELS, setting_column=True)
     skipped = report.skipped
-    if skipped:
-        state.out.info(f"skipped: {', '.join(f'{c.name} ({c.reason})' for c in skipped)}")
+    reasons: dict[str, list[str]] = {}
+    for case in skipped:
+        reasons.setdefault(case.reason, []).append(case.name)
+    for reason, names in reasons.items():
+        state.out.info(f"skipped {', '.join(names)}: {reason}")
     failures = report.failures
     if failures:
         names = ", ".join(case.name for case in failures)
