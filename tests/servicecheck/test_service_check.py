@@ -54,6 +54,7 @@ def test_service_check_default_emulator_every_case_matches(emulator: RunningEmul
     assert [c["name"] for c in report["cases"] if c["result"] != "pass"] == []
     assert report["skipped"] == 0
     assert "profile.updatedfull" in _cases(report)["event_types"]["figures"]["event_types"]
+    assert "waiting up to" in result.stderr  # the long waits are announced off a terminal
     assert _leftovers() == []
 
 
@@ -138,6 +139,14 @@ def test_service_check_wrong_secret_exits_3(emulator: RunningEmulator) -> None:
 
     assert result.exit_code == 3, result.output
     assert "x" * 64 not in result.output
+
+
+def test_service_check_public_url_not_http_exits_2(emulator: RunningEmulator) -> None:
+    result = run_cli("service", "check", "--public-url", "ftp://hooks.example.com/x")
+
+    assert result.exit_code == 2, result.output
+    assert "--public-url" in result.stderr
+    assert _leftovers() == []
 
 
 def test_service_check_unreachable_deployment_exits_5(

@@ -106,9 +106,13 @@ def check_service(
         with state.out.status(f"checking {where}") as update:
             if not no_writes:
                 state.out.info(f"test data is named {config.name}; it is deleted at the end")
-            report = run_check(
-                config, clock=clock, on_case=lambda text: update(f"checking {where}: {text}")
-            )
+
+            def progress(text: str) -> None:
+                update(f"checking {where}: {text}")
+                if "waiting" in text and not state.out.stderr_is_terminal:
+                    state.out.info(text)  # no spinner off a terminal: say what the pause is
+
+            report = run_check(config, clock=clock, on_case=progress)
     except UnreachableError as exc:
         if junit is not None:
             write_junit(junit, _unreachable(where, exc.message, started_at, SUITE_NAME))
@@ -122,8 +126,8 @@ def check_service(
     reasons: dict[str, list[str]] = {}
     for case in skipped:
         reasons.setdefault(case.reason, []).append(case.name)
-    for reason, names in reasons.items():
-        state.out.info(f"skipped {', '.join(names)}: {reason}")
+    for reason, skipped_names in reasons.items():
+        state.out.info(f"skipped {', '.join(skipped_names)}: {reason}")
     failures = report.failures
     if failures:
         names = ", ".join(case.name for case in failures)
