@@ -127,6 +127,8 @@ def test_service_check_evidence_never_shows_a_secret(emulator: RunningEmulator) 
     for secret in (account.client_secret, account.hashkey):
         assert secret not in result.output
     assert "eyJ" not in result.stdout  # no access token (JWT) in the evidence
+    for case in result.json["cases"]:
+        assert case["evidence"]["expected"], case["name"]  # every case says what it expected
 
 
 def test_service_check_wrong_secret_exits_3(emulator: RunningEmulator) -> None:

@@ -603,7 +603,8 @@ class _Run:
             raise _Differs("no Subscriptions list")
         for item in items:
             self._subscription_record(item)
-        return f"{len(items)} subscriptions, each with {', '.join(_SUBSCRIPTION_KEYS)}"
+        count = "1 subscription" if len(items) == 1 else f"{len(items)} subscriptions"
+        return f"{count}, each with {', '.join(_SUBSCRIPTION_KEYS)}"
 
     def _subscription_record(self, item: Any) -> None:
         missing = _missing(item, _SUBSCRIPTION_KEYS)
