@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "events": "prefctl.cli.events",
     "receive": "prefctl.cli.receive",
     "endpoint": "prefctl.cli.endpoint",
+    "service": "prefctl.cli.service",
     "deliveries": "prefctl.cli.deliveries",
     "deadletters": "prefctl.cli.deadletters",
     "replay": "prefctl.cli.replay",
@@ -67,6 +68,7 @@ SUMMARIES: dict[str, str] = {
     "receive": "Receive webhooks locally: answer handshakes, verify signatures, show every"
     " request.",
     "endpoint": "Check a webhook endpoint against the service's contract.",
+    "service": "Check the deployment a profile points at against the spec and the emulator.",
     "deliveries": "Delivery state of each event and subscription, and the attempt timeline.",
     "deadletters": "The dead-letter queue: list, show, redrive, export and purge, filtered by"
     " reason, status, subscription and time.",

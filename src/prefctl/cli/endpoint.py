@@ -9,10 +9,11 @@ endpoint cannot be reached.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from prefctl.cli._checks import JunitOption, render_report, write_junit
 from prefctl.cli._context import get_state
 from prefctl.cli._signing import (
     ClientIdOption,
@@ -25,9 +26,6 @@ from prefctl.cli._signing import (
 from prefctl.cli.app import new_group
 from prefctl.errors import PrefctlError, UnreachableError, UsageError
 
-if TYPE_CHECKING:
-    from prefctl.receiver.conformance import Report
-
 
 def register(root: typer.Typer) -> None:
     group = new_group("endpoint", "Check a webhook endpoint against the service's contract.")
@@ -39,15 +37,7 @@ def check_endpoint(
     url: Annotated[
         str, typer.Argument(help="The endpoint's URL, as a subscription would have it.")
     ],
-    junit: Annotated[
-        Path | None,
-        typer.Option(
-            "--junit",
-            metavar="FILE",
-            help="Also write the report as JUnit XML to FILE (for CI; missing folders are created).",
-            show_default=False,
-        ),
-    ] = None,
+    junit: JunitOption = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -163,11 +153,11 @@ def check_endpoint(
             )
     except UnreachableError as exc:
         if junit is not None:
-            _write(junit, conformance.unreachable_junit_xml(url, exc.message, started_at))
+            write_junit(junit, conformance.unreachable_junit_xml(url, exc.message, started_at))
         raise
     if junit is not None:
-        _write(junit, conformance.junit_xml(report))
-    _render(report)
+        write_junit(junit, conformance.junit_xml(report))
+    render_report(report, f"endpoint check {report.url}")
     failures = report.failures
     if failures:
         names = ", ".join(case.name for case in failures)
@@ -184,38 +174,3 @@ def check_endpoint(
         )
     else:
         state.out.success(f"all {len(report.cases)} checks passed")
-
-
-def _render(report: Report) -> None:
-    out = get_state().out
-    if out.json_mode:
-        out.json(report.as_dict())
-        return
-    rows = [
-        {
-            "case": case.name,
-            "result": {"pass": "pass", "warn": "WARN"}.get(case.result, "FAIL"),
-            "status": case.status,
-            "time": f"{case.duration_ms:.0f} ms",
-            "reason": case.reason,
-        }
-        for case in report.cases
-    ]
-    columns = [
-        ("case", "CASE"),
-        ("result", "RESULT"),
-        ("status", "STATUS"),
-        ("time", "TIME"),
-        ("reason", "REASON"),
-    ]
-    out.table(rows, columns, title=f"endpoint check {report.url}")
-
-
-def _write(path: Path, document: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(document)
-    except OSError as exc:
-        from prefctl.private_files import os_reason
-
-        raise UsageError(f"cannot write the JUnit report to {path}: {os_reason(exc)}") from None

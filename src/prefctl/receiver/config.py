@@ -67,6 +67,9 @@ class ReceiverConfig:
     on_verdicts: Sink | None = None
     ui: bool = False  # the inspector page at /_prefctl/ (receiver.inspector)
     ui_token: str | None = None
+    # Verdicts keep each request's raw headers and body (``Verdict.headers``/``.body``), for a
+    # caller that inspects them (``service check``); recording and the inspector keep them anyway.
+    keep_requests: bool = False
 
     def __post_init__(self) -> None:
         problem = self._problem()

@@ -239,7 +239,9 @@ class _Receiver:
             validator=validator,
             forwarder=forwarder,
             max_body_bytes=config.max_body_bytes,
-            keep_request=self.recorder is not None or self.inspector is not None,
+            keep_request=self.recorder is not None
+            or self.inspector is not None
+            or self.config.keep_requests,
         )
         info = config.ready_info(self.port)
         server = _Server(

@@ -106,14 +106,18 @@ class CaseResult:
     status: int | None = None
     warning: bool = False
     figures: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False  # not run (``reason`` says why); counts as passed
+    evidence: dict[str, Any] = field(default_factory=dict)  # request, answer, expected, setting
 
     @property
     def result(self) -> str:
-        """``pass``, ``warn`` (passed with a warning) or ``fail``."""
+        """``pass``, ``warn`` (passed with a warning), ``skip`` or ``fail``."""
+        if self.skipped:
+            return "skip"
         return "fail" if not self.passed else "warn" if self.warning else "pass"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        record = {
             "name": self.name,
             "passed": self.passed,
             "result": self.result,
@@ -122,6 +126,9 @@ class CaseResult:
             "status": self.status,
             "figures": self.figures,
         }
+        if self.evidence:
+            record["evidence"] = self.evidence
+        return record
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ class Report:
     duration_ms: float
     cases: tuple[CaseResult, ...]
     strict: bool = False
+    suite: str = "prefctl endpoint check"  # the JUnit suite's name (``prefctl service check``)
 
     @property
     def passed(self) -> bool:
@@ -147,6 +155,10 @@ class Report:
         """Cases that passed with a warning (none in a strict run: they fail instead)."""
         return tuple(case for case in self.cases if case.result == "warn")
 
+    @property
+    def skipped(self) -> tuple[CaseResult, ...]:
+        return tuple(case for case in self.cases if case.skipped)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "url": self.url,
@@ -155,6 +167,7 @@ class Report:
             "total": len(self.cases),
             "failed": len(self.failures),
             "warnings": len(self.warnings),
+            "skipped": len(self.skipped),
             "started_at": self.started_at,
             "duration_ms": self.duration_ms,
             "cases": [case.as_dict() for case in self.cases],
@@ -162,16 +175,22 @@ class Report:
 
 
 _SUITE_NAME = "prefctl endpoint check"
-_CLASS_NAME = "prefctl.endpoint_check"
+
+
+def _class_name(suite: str) -> str:
+    """``prefctl endpoint check`` → ``prefctl.endpoint_check``."""
+    return suite.replace(" ", ".", 1).replace(" ", "_")
 
 
 def junit_xml(report: Report) -> bytes:
     """The report as a JUnit XML document."""
     failures = len(report.failures)
-    root, suite = _junit_skeleton(report.url, report.started_at, report.duration_ms)
+    class_name = _class_name(report.suite)
+    root, suite = _junit_skeleton(report.url, report.started_at, report.duration_ms, report.suite)
     for element in (root, suite):
         element.set("tests", str(len(report.cases)))
         element.set("failures", str(failures))
+        element.set("skipped", str(len(report.skipped)))
     properties = suite.find("properties")
     assert properties is not None
     ElementTree.SubElement(properties, "property", name="strict", value=str(report.strict).lower())
@@ -181,10 +200,12 @@ def junit_xml(report: Report) -> bytes:
             suite,
             "testcase",
             name=case.name,
-            classname=_CLASS_NAME,
+            classname=class_name,
             time=_seconds(case.duration_ms),
         )
-        if not case.passed:
+        if case.skipped:
+            ElementTree.SubElement(testcase, "skipped", message=case.reason)
+        elif not case.passed:
             failure = ElementTree.SubElement(
                 testcase, "failure", message=case.reason, type=_failure_type(case)
             )
@@ -196,14 +217,16 @@ def junit_xml(report: Report) -> bytes:
     return _document(root)
 
 
-def unreachable_junit_xml(url: str, message: str, started_at: str) -> bytes:
+def unreachable_junit_xml(
+    url: str, message: str, started_at: str, suite_name: str = _SUITE_NAME
+) -> bytes:
     """A JUnit document for a run that could not reach the endpoint: one errored case."""
-    root, suite = _junit_skeleton(url, started_at, 0.0)
+    root, suite = _junit_skeleton(url, started_at, 0.0, suite_name)
     for element in (root, suite):
         element.set("tests", "1")
         element.set("errors", "1")
     testcase = ElementTree.SubElement(
-        suite, "testcase", name="reachability", classname=_CLASS_NAME, time="0.000"
+        suite, "testcase", name="reachability", classname=_class_name(suite_name), time="0.000"
     )
     error = ElementTree.SubElement(testcase, "error", message=message, type="unreachable")
     error.text = message
@@ -211,13 +234,13 @@ def unreachable_junit_xml(url: str, message: str, started_at: str) -> bytes:
 
 
 def _junit_skeleton(
-    url: str, started_at: str, duration_ms: float
+    url: str, started_at: str, duration_ms: float, name: str
 ) -> tuple[ElementTree.Element, ElementTree.Element]:
     time = _seconds(duration_ms)
     counts = {"tests": "0", "failures": "0", "errors": "0", "skipped": "0"}
-    root = ElementTree.Element("testsuites", {"name": _SUITE_NAME, "time": time, **counts})
+    root = ElementTree.Element("testsuites", {"name": name, "time": time, **counts})
     attributes = {
-        "name": f"{_SUITE_NAME} {url}",
+        "name": f"{name} {url}",
         "timestamp": started_at[:19],  # the schema's xs:dateTime, without a zone
         "hostname": urlsplit(url).hostname or "",
         "time": time,
