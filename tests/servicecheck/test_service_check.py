@@ -63,8 +63,8 @@ def test_service_check_table_shows_each_case_and_a_match(emulator: RunningEmulat
 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split("\t")[:2] == ["Case", "Result"]
-    assert "To match, set" in lines[0]
+    assert lines[0].split("\t")[:2] == ["CASE", "RESULT"]
+    assert "TO MATCH, SET" in lines[0]
     assert any(line.startswith("token_basic\tmatch") for line in lines)
     assert any(line.startswith("handshake\tskip") for line in lines)
 
@@ -189,20 +189,10 @@ def test_service_check_sigterm_deletes_the_profile_and_subscription(
     assert _leftovers() == []
 
 
-# -- the variants the emulator plays ---------------------------------------------------------------
-_NEEDS_H28A = "needs the emulator's --signature-encoding and EmitUpdatedFull (branch h28a)"
-
-
-def _emulator_supports_hex() -> bool:
-    return "signature_encoding" in getattr(EmulatorConfig, "__dataclass_fields__", {})
-
-
 def test_service_check_hex_emulator_differs_and_names_the_setting(
     isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not _emulator_supports_hex():
-        pytest.skip(_NEEDS_H28A)
-    config = EmulatorConfig(port=free_port(), data_dir=tmp_path / "hex", signature_encoding="hex")  # type: ignore[call-arg]
+    config = EmulatorConfig(port=free_port(), data_dir=tmp_path / "hex", signature_encoding="hex")
     running = start_in_thread(config)
     try:
         monkeypatch.setenv("PREFCTL_DATA_DIR", str(running.data_dir))
@@ -224,21 +214,13 @@ def test_service_check_hex_emulator_differs_and_names_the_setting(
     assert others == ["signature_encoding"]
 
 
-def test_service_check_without_updatedfull_differs_and_names_emit_updated_full(
-    emulator: RunningEmulator,
+def test_emulator_start_with_an_unknown_signature_encoding_is_a_usage_error(
+    isolated_env: Path, tmp_path: Path
 ) -> None:
-    switched = run_cli("settings", "set", "EmitUpdatedFull=false")
-    if switched.exit_code != 0:
-        pytest.skip(_NEEDS_H28A)
-    try:
-        result = run_cli("service", "check", "-o", "json")
-    finally:
-        run_cli("settings", "set", "EmitUpdatedFull=true")
+    result = run_cli(
+        "emulator", "start", "--data-dir", str(tmp_path / "bad"), "--signature-encoding", "b64"
+    )
 
-    assert result.exit_code == 1, result.output
-    case = _cases(result.json)["event_types"]
-    assert case["result"] == "fail"
-    assert "EmitUpdatedFull=false" in case["evidence"]["setting"]
-    assert "profile.updatedfull" not in case["figures"]["event_types"]
-    others = [c["name"] for c in result.json["cases"] if c["result"] == "fail"]
-    assert others == ["event_types"]
+    assert result.exit_code == 2
+    assert "signature encoding must be raw or hex, not 'b64'" in result.stderr
+    assert not (tmp_path / "bad" / "emulator.db").exists()

@@ -67,6 +67,15 @@ def run(
             help="Divide every delivery-rule duration by this (0.001 to 10000).",
         ),
     ] = 1.0,
+    signature_encoding: Annotated[
+        str,
+        typer.Option(
+            "--signature-encoding",
+            metavar="raw|hex",
+            help="Sign as the emulator started with the same option does: the Base64 of the "
+            "digest's bytes (raw) or of its hex text (hex).",
+        ),
+    ] = "raw",
 ) -> None:
     """Deliver the store's queued webhooks without the API, by the delivery rules.
 
@@ -85,6 +94,7 @@ def run(
         account=account,
         once=once,
         time_scale=time_scale,
+        signature_encoding=signature_encoding,
         observers=[progress],
     )
     config.validate()

@@ -69,6 +69,15 @@ def start(
             help="Divide every delivery-rule duration by this (0.001 to 10000).",
         ),
     ] = 1.0,
+    signature_encoding: Annotated[
+        str,
+        typer.Option(
+            "--signature-encoding",
+            metavar="raw|hex",
+            help="Sign webhooks with a Signature that is the Base64 of the HMAC-SHA512 digest's "
+            "bytes (raw) or of its hex text (hex), to play a deployment that signs that way.",
+        ),
+    ] = "raw",
     detach: Annotated[
         bool,
         typer.Option("--detach", help="Run in the background; its log goes to the data dir."),
@@ -143,6 +152,7 @@ def start(
         tls_cert=tls_cert,
         tls_key=tls_key,
         time_scale=time_scale,
+        signature_encoding=signature_encoding,
         config_path=config_path(state.config_flag),
         smtp=smtp,
         limits=limits_options.connection_limits(

@@ -79,7 +79,7 @@ from prefctl.store.deliveries import (
 )
 from prefctl.store.delivery_history import get_delivery
 from prefctl.store.timestamps import epoch, wire_time
-from prefctl.webhooks.signature import SigningCredentials, Verifier, format_header
+from prefctl.webhooks.signature import RAW, SigningCredentials, Verifier, format_header
 
 __all__ = ["CycleReport", "Engine", "EngineTotals"]
 
@@ -152,6 +152,7 @@ class Engine:
         observers: Sequence[EngineObserver] = (),
         store_thread: bool = False,
         static_config: bool = False,
+        signature_encoding: str = RAW,
     ) -> None:
         if not time_scale > 0:
             raise ValueError("time_scale must be greater than 0")
@@ -161,6 +162,7 @@ class Engine:
         self.rng = rng or random.Random()
         self.account = account
         self.time_scale = time_scale
+        self.signature_encoding = signature_encoding
         self.observers = list(observers)
         self.store_thread = store_thread
         self.totals = EngineTotals()
@@ -439,7 +441,9 @@ class Engine:
 
     def _prepare(self, row: Account, account: _Account) -> None:
         """The account's signer and TLS identity, made again only when they changed."""
-        credentials = SigningCredentials(row.service_client_id, row.signature_user_id, row.hashkey)
+        credentials = SigningCredentials(
+            row.service_client_id, row.signature_user_id, row.hashkey, self.signature_encoding
+        )
         if credentials != account.credentials:
             register_secret(row.hashkey)
             account.credentials = credentials

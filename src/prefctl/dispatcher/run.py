@@ -31,6 +31,7 @@ from prefctl.dispatcher.engine import Engine, EngineTotals
 from prefctl.dispatcher.observer import EngineObserver, ObserverContext, load_observers
 from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.dispatcher.transport import Transport
+from prefctl.webhooks.signature import RAW, check_encoding
 
 __all__ = ["DispatcherConfig", "new_event_loop", "run", "run_async", "running"]
 
@@ -52,6 +53,7 @@ class DispatcherConfig:
     rng: random.Random | None = field(default=None, compare=False)
     once: bool = False
     time_scale: float = 1.0
+    signature_encoding: str = RAW
     observers: Sequence[EngineObserver] = ()
     plugins: bool = True
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -59,6 +61,7 @@ class DispatcherConfig:
     def validate(self) -> None:
         """Raise UsageError or ConfigError (exit 2) for a run that cannot work."""
         check_time_scale(self.time_scale)
+        check_encoding(self.signature_encoding)
         from prefctl.store.db import require_store
 
         require_store(self.store_path)
@@ -152,6 +155,7 @@ async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
                 time_scale=config.time_scale,
                 observers=observers,
                 store_thread=True,
+                signature_encoding=config.signature_encoding,
             )
         finally:
             for close in closers:

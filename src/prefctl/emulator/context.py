@@ -46,6 +46,9 @@ class EmulatorContext:
     clock: Clock = field(default_factory=SystemClock)
     rng: random.Random = field(default_factory=random.Random)
     time_scale: float = 1.0
+    # What the dispatcher's Signatures are the Base64 of (``raw`` digest or ``hex`` text): a
+    # deployment's choice the emulator can play (``emulator start --signature-encoding``).
+    signature_encoding: str = "raw"
     settings: dict[str, Any] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
     # Why the store cannot serve, once a request found it damaged (``/healthz`` then says 503).

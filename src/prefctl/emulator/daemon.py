@@ -210,6 +210,7 @@ def start_detached(
         argv += ["--config", str(config.config_path)]
     argv += ["emulator", "start", "--host", config.host, "--port", str(config.port)]
     argv += ["--data-dir", str(data_dir), "--time-scale", repr(config.time_scale)]
+    argv += ["--signature-encoding", config.signature_encoding]
     if config.tls_cert is not None and config.tls_key is not None:
         argv += ["--tls-cert", str(config.tls_cert), "--tls-key", str(config.tls_key)]
     argv += config.limits.cli_args()

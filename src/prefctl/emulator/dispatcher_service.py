@@ -120,6 +120,7 @@ class EmbeddedDispatcher:
             clock=_RealTimeWaits(ctx.clock),
             rng=self._rng,
             time_scale=ctx.time_scale,
+            signature_encoding=ctx.signature_encoding,
             settings=ctx.settings,
         )
         while not stop.is_set():

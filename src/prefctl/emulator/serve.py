@@ -256,6 +256,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
             clock=clock,
             rng=random.Random(config.seed),
             time_scale=config.time_scale,
+            signature_encoding=config.signature_encoding,
             settings={**config.settings, SMTP_SETTING: config.smtp},
         )
         app = create_app(ctx)

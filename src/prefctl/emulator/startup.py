@@ -24,6 +24,7 @@ from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.errors import DiskFullError, UsageError
 from prefctl.servers.connections import ConnectionLimits
 from prefctl.store.db import is_disk_full
+from prefctl.webhooks.signature import RAW, check_encoding
 
 __all__ = [
     "DEFAULT_HOST",
@@ -57,6 +58,7 @@ class EmulatorConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     time_scale: float = 1.0
+    signature_encoding: str = RAW
     config_path: Path | None = None
     clock: Clock | None = field(default=None, compare=False)
     seed: int | None = None
@@ -72,6 +74,7 @@ class EmulatorConfig:
         if not 0 <= self.port <= 65535:
             raise UsageError(f"port must be 0 to 65535, not {self.port}")
         check_time_scale(self.time_scale)
+        check_encoding(self.signature_encoding)
         problem = self.limits.problem()
         if problem is not None:
             raise UsageError(problem)

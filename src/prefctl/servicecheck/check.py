@@ -875,18 +875,18 @@ class _Run:
         expected = sorted(_RULE4_EVENTS | {_UPDATED_FULL})
         self.evidence["received"] = ", ".join(types)
         self._expect(
-            "for a new first name and a new email: rule 4's "
+            "for a new first name and a new email: the service documentation's example ("
+            "Events → Rules) "
             + ", ".join(sorted(_RULE4_EVENTS))
-            + f", and {_UPDATED_FULL} beside profile.updated (the emulator's default)"
+            + f", and {_UPDATED_FULL} beside profile.updated (as the emulator sends them)"
         )
         missing = sorted(_RULE4_EVENTS - set(types))
         if missing:
             raise _Differs(f"no {', '.join(missing)}")
         if _UPDATED_FULL not in types:
             raise _Differs(
-                f"no {_UPDATED_FULL} beside profile.updated: the emulator plays this with "
-                "'prefctl settings set EmitUpdatedFull=false'",
-                setting="EmitUpdatedFull=false (emulator account setting)",
+                f"no {_UPDATED_FULL} beside profile.updated, which the emulator always sends: "
+                "subscribe to profile.updated rather than counting on it"
             )
         return "as the emulator: " + ", ".join(expected)
 

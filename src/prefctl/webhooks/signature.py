@@ -74,10 +74,13 @@ class SigningCredentials:
     encoding: str = RAW
 
     def __post_init__(self) -> None:
-        if self.encoding not in ENCODINGS:
-            raise UsageError(
-                f"signature encoding must be {' or '.join(ENCODINGS)}, not '{self.encoding}'"
-            )
+        check_encoding(self.encoding)
+
+
+def check_encoding(encoding: str) -> None:
+    """UsageError (exit 2) unless ``encoding`` is one of ``ENCODINGS``."""
+    if encoding not in ENCODINGS:
+        raise UsageError(f"signature encoding must be {' or '.join(ENCODINGS)}, not '{encoding}'")
 
 
 class SignatureError(PrefctlError):
