@@ -1,4 +1,4 @@
-"""Benchmark the emulator's profile PATCH path (DESIGN §12.5; results in docs/performance.md).
+"""Benchmark the emulator's profile PATCH path (results and targets in docs/performance.md).
 
 One emulator (``prefctl emulator start`` in its own process) on 127.0.0.1 with 10 subscriptions
 created directly in its store, Succeeded + Active and pointing to a closed port, each selecting

@@ -1,4 +1,4 @@
-"""Benchmark the dispatcher (DESIGN §12.2 and §12.7; results in docs/performance.md).
+"""Benchmark the dispatcher (results and targets in docs/performance.md).
 
 With MaxConcurrentRequests 5000 and Duration 1, in one process (this one): queue N events in a
 temporary store, then run the real engine (``dispatcher.run``, ``--once``: claims, check_due,
@@ -20,7 +20,7 @@ memory, so it stays flat whatever its length), the 1-minute load average (the ma
 the dispatcher's CPU time per delivery (this process: it does not depend on what else runs), and
 the checks (every delivery delivered; the receiver verified every signature).
 
-Target (DESIGN §12): ≥ 5,000 deliveries/s into nginx and into ``prefctl receive`` (the spec's
+Target (docs/performance.md): ≥ 5,000 deliveries/s into nginx and into ``prefctl receive`` (the spec's
 maximum: 5000 per 1 s cycle); against the 1 s endpoint a peak in flight of exactly 500.
 
 Needs nginx on PATH for the first target (Debian: ``apt-get install -y nginx``); this script does

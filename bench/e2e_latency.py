@@ -1,4 +1,4 @@
-"""Benchmark PATCH → delivered latency through the emulator (DESIGN §12.5 second half).
+"""Benchmark PATCH → delivered latency through the emulator (docs/performance.md).
 
 Two processes of our own on 127.0.0.1, each on a free port, with a temporary data dir and a
 temporary ``PREFCTL_CONFIG``: ``prefctl emulator start`` (time scale 1, account settings left at

@@ -1,11 +1,11 @@
-"""Benchmark ``prefctl receive`` against its ceilings (DESIGN §12.1; results in docs/performance.md).
+"""Benchmark ``prefctl receive`` against its ceilings (results and targets in docs/performance.md).
 
 In one run, with the same load, it measures:
 
 - ``nginx``: nginx answering 200 to everything (the machine's ceiling), one worker;
 - ``bare``: a bare ASGI app that only reads the body and verifies the signature, on the same
   uvicorn settings as the receiver (``prefctl.receiver.serve.uvicorn_config``): the Python ceiling
-  of DESIGN §12.1 for an ASGI app;
+  of docs/performance.md for an ASGI app;
 - ``receiver``: ``prefctl -o json receive`` with verification on, its NDJSON lines going to a file.
   It answers the webhook path from its own uvicorn protocol class (``prefctl.receiver.protocol``),
   without the ASGI layer the bare app goes through (the fast path);

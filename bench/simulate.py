@@ -1,4 +1,4 @@
-"""Simulation speed (DESIGN §12.4): a simulated day of 100k events with a 2-hour outage.
+"""Simulation speed (docs/performance.md): a simulated day of 100k events with a 2-hour outage.
 
 Target on this 2-core machine: <= 30 s wall and < 500 MB peak RSS for the whole
 ``prefctl simulate`` run (store built, load written, every delivery final, report made).

@@ -156,6 +156,20 @@ def test_no_doc_names_the_design_file_users_do_not_have() -> None:
     assert naming == [], "docs must stand alone: say the fact instead of citing DESIGN"
 
 
+def test_no_source_cites_a_design_file_outside_this_repository() -> None:
+    # Contributors get the repository, not the team's design notes: a docstring or comment
+    # points at a file here (docs/, CONTRIBUTING.md) or says the fact in place.
+    sources = [ROOT / "CONTRIBUTING.md"]
+    for folder in ("src", "tests", "bench", "scripts"):
+        sources += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".sql", ".md")]
+    citing = [
+        str(path.relative_to(ROOT))
+        for path in sources
+        if path != Path(__file__) and re.search(r"DESIGN(\.md| ?§| [0-9])", path.read_text())
+    ]
+    assert citing == []
+
+
 def test_root_help_summaries_are_each_commands_own(commands: list[tuple[str, Any, Any]]) -> None:
     from prefctl.cli.app import SUMMARIES
 

@@ -2,7 +2,7 @@
 files shared by concurrent prefctl commands (a read-modify-write, a store in use, a recording).
 
 Everything prefctl writes that may hold a secret (profiles.toml, the token cache, keys, the pid
-file) goes through here (DESIGN §13: config and cache files are 0600).
+file) goes through here (docs/operations.md: config and cache files are 0600).
 """
 
 from __future__ import annotations

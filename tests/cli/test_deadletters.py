@@ -414,7 +414,7 @@ def test_dead_letters_outlive_their_deleted_subscription(store: Path) -> None:
     finally:
         conn.close()
 
-    # Its two dead letters stay, still naming it (DESIGN 9.2).
+    # Its two dead letters stay, still naming it (docs/dispatcher.md).
     listed = run_cli(
         "-o", "json", "deadletters", "list", "--subscription", str(a), "--store", store
     )

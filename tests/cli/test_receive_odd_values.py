@@ -1,4 +1,4 @@
-"""``prefctl receive`` keeps running on values it cannot write as they came (DESIGN §13)."""
+"""``prefctl receive`` keeps running on values it cannot write as they came (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_simulate_missing_file_is_a_usage_error(tmp_path: Path) -> None:
 # -- 200s that deliver nothing ---------------------------------------------------------------------
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 # One event; every answer is a 200 after 45 s: the first request times out at 30 s, its retry
-# goes out ~10 s later, then both 200s come back late (DESIGN §9.2: a duplicate is possible).
+# goes out ~10 s later, then both 200s come back late (docs/dispatcher.md: a duplicate is possible).
 SLOW_200 = """
 seed = 1
 [load]

@@ -1,4 +1,4 @@
-"""The engine applies every delivery rule (DESIGN §9.2), on a FakeClock with a model endpoint."""
+"""The engine applies every delivery rule (docs/dispatcher.md), on a FakeClock with a model endpoint."""
 
 from __future__ import annotations
 

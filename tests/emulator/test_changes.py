@@ -1,4 +1,4 @@
-"""Profile writes → events: every rule of spec "Events → Rules", DESIGN §7.3 and §8, as documented
+"""Profile writes → events: every rule of spec "Events → Rules", docs/webhooks.md and docs/emulator.md, as documented
 in emulator/changes.py, then properties of the diff over generated profiles."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _only(events: list[ChangeEvent]) -> ChangeEvent:
 def test_events_for_change_spec_example_email_preference_consent_yields_spec_list() -> None:
     """Adding an email, updating a preference and granting a consent yields profile.updated,
     contacts.email.added, preference.added and consent.filterassociation.created (spec), plus
-    profile.updatedfull (DESIGN §8)."""
+    profile.updatedfull (docs/emulator.md)."""
     new = _base()
     new["Emails"].append({"Address": "ann@work.example", "Type": "Work"})
     # The customer opts in to SMS offers: a preference for a Program/Filter/Channel not set before.

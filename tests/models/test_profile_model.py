@@ -1,4 +1,4 @@
-"""The Profile wire model of DESIGN §7.2: round-trips and field-addressable validation errors."""
+"""The Profile wire model of docs/api.md: round-trips and field-addressable validation errors."""
 
 from __future__ import annotations
 

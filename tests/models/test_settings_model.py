@@ -1,4 +1,4 @@
-"""Account webhook settings and their ranges (DESIGN §9.1)."""
+"""Account webhook settings and their ranges (docs/policy.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Subscription records, create/replace bodies and event selections (DESIGN §7.2)."""
+"""Subscription records, create/replace bodies and event selections (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The event catalog against the spec's "Event types by entity" table and DESIGN §7.3."""
+"""The event catalog against the spec's "Event types by entity" table and docs/webhooks.md."""
 
 from __future__ import annotations
 

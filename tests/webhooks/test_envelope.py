@@ -1,4 +1,4 @@
-"""The event envelope (DESIGN §7.3): the fast builder and the pydantic model agree."""
+"""The event envelope (docs/webhooks.md): the fast builder and the pydantic model agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The validation handshake (DESIGN §7.4, §9.3): the message, the reply, how a reply is judged."""
+"""The validation handshake (docs/webhooks.md, docs/subscriptions.md): the message, the reply, how a reply is judged."""
 
 from __future__ import annotations
 

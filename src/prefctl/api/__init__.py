@@ -1,4 +1,4 @@
-"""The REST client of the service (DESIGN §7.2): one ``httpx.Client``, one class per resource.
+"""The REST client of the service (docs/api.md): one ``httpx.Client``, one class per resource.
 
     client.py         ApiClient: base URL, bearer auth, TLS, timeouts, paging helpers
     problems.py       error answers (RFC 9457 problem+json) → PrefctlError with its exit code

@@ -1,4 +1,4 @@
-"""The event history over the REST API (DESIGN §7.2): ``GET /events``, 15 days, paged.
+"""The event history over the REST API (docs/api.md): ``GET /events``, 15 days, paged.
 
 Times go to the service as RFC 3339 UTC with milliseconds (the CLI's ``--since``/``--until`` are
 read by ``clock.parse_moment``). A query the service would refuse with HTTP 400 is refused here

@@ -1,4 +1,4 @@
-"""Bulk import over the REST API (DESIGN §7.2): initiate, stage, execute, status. No events.
+"""Bulk import over the REST API (docs/api.md): initiate, stage, execute, status. No events.
 
 ``ImportFile`` reads the CLI's input — a JSON array of profiles, or NDJSON (one profile per line)
 — as a stream, twice, and never holds more than one staging request's worth of records:

@@ -1,4 +1,4 @@
-"""Customer profiles over the REST API (DESIGN §7.2): ``/profiles``.
+"""Customer profiles over the REST API (docs/api.md): ``/profiles``.
 
 Profiles travel as the API returns them (PascalCase dicts), so ``-o json`` prints them unchanged
 and fields a newer service adds are kept. Searches are paged: ``search`` returns one page,

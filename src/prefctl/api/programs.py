@@ -1,4 +1,4 @@
-"""Programs of the account over the REST API (DESIGN §7.2): ``GET /programs``.
+"""Programs of the account over the REST API (docs/api.md): ``GET /programs``.
 
 A preference names a Program, one of its Filters and a Channel; this is where to find them.
 """

@@ -1,4 +1,4 @@
-"""Account webhook and alert settings over the REST API (DESIGN §9.1): ``/settings/webhooks``.
+"""Account webhook and alert settings over the REST API (docs/policy.md): ``/settings/webhooks``.
 
 PUT replaces the whole record (a setting left out goes back to its default), so ``update`` reads
 the current settings, applies the changes and checks every value against ``SETTING_RANGES``

@@ -1,4 +1,4 @@
-"""Webhook subscriptions over the REST API (DESIGN §7.2, §9.3): ``/subscriptions``.
+"""Webhook subscriptions over the REST API (docs/api.md, docs/subscriptions.md): ``/subscriptions``.
 
 Besides the five operations, this module holds what the CLI builds on them:
 

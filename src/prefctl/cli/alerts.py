@@ -1,4 +1,4 @@
-"""``prefctl alerts``: the failure-alert emails the dispatcher sent (DESIGN §9.4).
+"""``prefctl alerts``: the failure-alert emails the dispatcher sent (docs/alerts.md).
 
 They are read from the data dir: the store's record of every alert (SMTP-sent ones included) and
 the mbox ``alerts.mbox``.

@@ -1,4 +1,4 @@
-"""``prefctl endpoint check URL``: the webhook conformance suite (DESIGN §10).
+"""``prefctl endpoint check URL``: the webhook conformance suite (docs/receiver.md).
 
 The suite itself is ``prefctl.receiver.conformance``; this module resolves credentials and TLS
 options, runs it under a spinner and renders the report as a table, JSON or JUnit XML. Exit 0 only

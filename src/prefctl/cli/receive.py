@@ -1,4 +1,4 @@
-"""``prefctl receive``: the local webhook receiver (DESIGN §10; docs/receiver.md).
+"""``prefctl receive``: the local webhook receiver (docs/receiver.md).
 
 This module turns flags into a ``ReceiverConfig`` and renders the verdict stream; the receiver
 itself is ``prefctl.receiver``. The per-request lines are the command's data, so they go to stdout

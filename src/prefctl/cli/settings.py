@@ -1,4 +1,4 @@
-"""``prefctl settings``: the account's webhook delivery and alert settings (DESIGN §9.1).
+"""``prefctl settings``: the account's webhook delivery and alert settings (docs/policy.md).
 
 prefctl settings get
 prefctl settings set Duration=5 MaxDeliveryAttempts=10     (ranges checked before sending)

@@ -4,7 +4,7 @@ Three shapes are read, one JSON object per line (NDJSON) or all of them in one J
 
 - a line of ``prefctl receive --record`` (``receiver/recorder.py``): the event is its ``"body"``;
 - a line of ``prefctl deadletters export``: the event is its ``"event"``;
-- a bare event notification (DESIGN §7.3), as a receiver would log it.
+- a bare event notification (docs/webhooks.md), as a receiver would log it.
 
 Each event keeps its EventId, EventType, Entity, ProfileId, OriginalEventTime, Data and
 PreviousData; a replay gives it a new EventTime and its target's SubscriptionId. Lines that hold no

@@ -1,6 +1,6 @@
 """The dead-letter queue: list, show, redrive, export and purge dead-lettered deliveries.
 
-A dead letter is a delivery in state ``dead_lettered``. It prints as DESIGN §6 says::
+A dead letter is a delivery in state ``dead_lettered``. It prints as docs/cli.md says::
 
     {"event_id", "event_type", "subscription_id", "reason", "attempts", "last_status",
      "last_error", "first_attempt_at", "last_attempt_at"}
@@ -12,8 +12,7 @@ not read as "no dead letters". A dead letter is named by its EventId, or by its 
 id when the event went to several subscriptions.
 
 - **Redrive** puts the selected dead letters back in the queue as fresh deliveries of the same
-  event to the same subscription: EventId unchanged, attempts back to 0, a new EventTime (DESIGN
-  §7.3: the time the event was queued for the subscription, later on replay) from which the
+  event to the same subscription: EventId unchanged, attempts back to 0, a new EventTime (docs/webhooks.md: the time the event was queued for the subscription, later on replay) from which the
   time-to-live runs again, due at once. The attempt log is kept. Dead letters of a deleted
   subscription (they outlive it) have nowhere to go and stay; ``prefctl replay --to`` can
   re-deliver them.
@@ -68,7 +67,7 @@ def _time(seconds: float | None) -> str | None:
 
 
 def dead_letter_dict(record: DeliveryRecord) -> dict[str, Any]:
-    """The dead letter as prefctl prints it (DESIGN §6), keys in this order."""
+    """The dead letter as prefctl prints it (docs/cli.md), keys in this order."""
     return {
         "event_id": record.event_id,
         "event_type": record.event_type,
@@ -164,7 +163,7 @@ def show_dead_letter(conn: Store, name: str) -> list[DeadLetterDetail]:
 
 
 def sent_event(conn: Store, record: DeliveryRecord) -> dict[str, Any] | None:
-    """The notification of ``record``'s event as its subscription got it (DESIGN §7.3)."""
+    """The notification of ``record``'s event as its subscription got it (docs/webhooks.md)."""
     event = get_event(conn, record.service_client_id, record.event_id)
     if event is None:
         return None

@@ -1,4 +1,4 @@
-"""Subscription provisioning: the validation handshake of DESIGN §9.3, run in the background.
+"""Subscription provisioning: the validation handshake of docs/subscriptions.md, run in the background.
 
 When a subscription is created or its Url changes, the service POSTs a handshake message (built by
 ``webhooks.handshake.new_handshake``, no signature header) to the Url and judges the reply with
@@ -120,7 +120,7 @@ class Step:
 
 
 def next_step(reply: AttemptReply, attempts_made: int, max_attempts: int = MAX_ATTEMPTS) -> Step:
-    """DESIGN §9.3 after the ``attempts_made``-th attempt (which counts ``reply``)."""
+    """docs/subscriptions.md after the ``attempts_made``-th attempt (which counts ``reply``)."""
     if reply.outcome is ReplyOutcome.VALIDATED:
         return Step("Succeeded", None)
     if reply.outcome is ReplyOutcome.MANUAL:

@@ -92,7 +92,7 @@ class DeadLetter:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The dead-letter record of DESIGN §6 (snake_case, RFC 3339 times)."""
+        """The dead-letter record of docs/cli.md (snake_case, RFC 3339 times)."""
         return {
             "delivery_id": self.delivery_id,
             "event_id": self.event_id,

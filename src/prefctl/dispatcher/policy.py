@@ -1,4 +1,4 @@
-"""The delivery rules, as pure functions (DESIGN §9.2; spec "Event delivery lifecycle").
+"""The delivery rules, as pure functions (docs/dispatcher.md; spec "Event delivery lifecycle").
 
 Nothing here does I/O or reads a clock: the engine, the simulator and ``prefctl policy explain``
 all call the same functions with the time and the random source they own.
@@ -88,7 +88,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Limits:
-    """The account settings the policy reads (DESIGN §9.1)."""
+    """The account settings the policy reads (docs/policy.md)."""
 
     max_attempts: int = 30
     ttl_minutes: int = 240

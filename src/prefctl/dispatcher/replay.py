@@ -8,8 +8,7 @@ of captured events, the dead letters, or stored events; the target (``ReplayTarg
   own subscription);
 - a URL (``url``): a one-off delivery outside the store's subscriptions (``replay_direct.py``).
 
-A replayed delivery starts over: attempts 0, a new EventTime (when it was queued again, DESIGN
-§7.3), due at once; the EventId is the original's, so receivers can deduplicate. How it is
+A replayed delivery starts over: attempts 0, a new EventTime (when it was queued again, docs/webhooks.md), due at once; the EventId is the original's, so receivers can deduplicate. How it is
 delivered depends on who runs the dispatcher on the store (``ReplayConfig.dispatcher``):
 
 - ``emulator``: an emulator serves the store; its dispatcher delivers, and replay polls the store;

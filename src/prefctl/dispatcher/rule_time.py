@@ -1,4 +1,4 @@
-"""Delivery-rule time under ``--time-scale`` (DESIGN §2).
+"""Delivery-rule time under ``--time-scale`` (docs/architecture.md).
 
 The emulator's ``--time-scale X`` divides every delivery-rule duration by X: backoff, TTL, the 30 s
 response timeout, the late-success window, probation, Duration. The rules themselves

@@ -1,4 +1,4 @@
-"""The emulator's REST API extension (DESIGN §7.2): routers, RFC 9457 errors, limits, OpenAPI.
+"""The emulator's REST API extension (docs/api.md): routers, RFC 9457 errors, limits, OpenAPI.
 
 ``register(app, ctx)`` (called by ``app.create_app``) does four things:
 

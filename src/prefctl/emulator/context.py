@@ -37,7 +37,7 @@ class EmulatorContext:
 
     ``base_url`` is the public ``scheme://host:port`` (no trailing slash): the token issuer and the
     root of every URL the emulator hands out. ``time_scale`` divides every delivery-rule duration
-    (DESIGN §2); timestamps stay wall-clock. ``settings`` carries options of later features, each
+    (docs/architecture.md); timestamps stay wall-clock. ``settings`` carries options of later features, each
     key owned by the feature that reads it.
     """
 

@@ -1,4 +1,4 @@
-"""The emulator's token service (DESIGN §7.1): token endpoint, JWKS, metadata, bearer checks.
+"""The emulator's token service (docs/authentication.md): token endpoint, JWKS, metadata, bearer checks.
 
 ``POST /oauth2/v1/token`` takes a form-encoded client-credentials request. The client proves who it
 is with an ``Authorization: Basic`` header, ``client_id`` + ``client_secret`` in the body, or an

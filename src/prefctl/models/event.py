@@ -1,4 +1,4 @@
-"""Webhook messages (DESIGN §7.3–7.4): the event notification, the validation handshake, the reply.
+"""Webhook messages (docs/webhooks.md): the event notification, the validation handshake, the reply.
 
 These pydantic models validate and document the shapes. Code that *builds* messages at volume
 (the dispatcher) uses ``prefctl.webhooks.envelope`` and ``prefctl.webhooks.handshake``, which

@@ -1,4 +1,4 @@
-"""RFC 9457 problem details: the error body of every REST endpoint (DESIGN §7.2).
+"""RFC 9457 problem details: the error body of every REST endpoint (docs/api.md).
 
 Keys are lowercase as RFC 9457 defines them (not PascalCase), and extension members a service adds
 are kept. ``problem_from_validation_errors`` turns pydantic (or FastAPI) validation errors into a

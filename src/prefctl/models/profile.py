@@ -1,4 +1,4 @@
-"""The customer profile (DESIGN §7.2) and the elements it holds.
+"""The customer profile (docs/api.md) and the elements it holds.
 
 Validation is what a real service would do, no more: shapes of emails, phone numbers, locales and
 country codes; non-empty names; and **unique identities** inside each list, because events are

@@ -1,4 +1,4 @@
-"""Webhook subscriptions (DESIGN §7.2): the record, its create/replace body and its selections.
+"""Webhook subscriptions (docs/api.md): the record, its create/replace body and its selections.
 
 A selection picks one event type and, for the five filtered entities, narrows it with the entity's
 filter key (``webhooks/catalog.py``)::
@@ -187,7 +187,7 @@ class Subscription(SubscriptionInput):
 
     @property
     def receives_events(self) -> bool:
-        """Only a Succeeded and Active subscription is sent events (DESIGN §7.2)."""
+        """Only a Succeeded and Active subscription is sent events (docs/api.md)."""
         return self.provisioning_state == "Succeeded" and self.state == "Active"
 
 

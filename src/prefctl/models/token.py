@@ -1,4 +1,4 @@
-"""The token endpoint's wire shapes (DESIGN §7.1): the token response and the RFC 6749 error.
+"""The token endpoint's wire shapes (docs/authentication.md): the token response and the RFC 6749 error.
 
 Keys are snake_case as OAuth 2.0 defines them, not PascalCase. Unknown members are ignored so that a
 service adding one (``refresh_token``, ``id_token``) does not break the client.

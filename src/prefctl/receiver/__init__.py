@@ -1,4 +1,4 @@
-"""The local webhook receiver behind ``prefctl receive`` (DESIGN §10).
+"""The local webhook receiver behind ``prefctl receive`` (docs/receiver.md).
 
     from prefctl.receiver import ReceiverConfig, serve, start_in_thread
 

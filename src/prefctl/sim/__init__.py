@@ -1,5 +1,5 @@
 """Virtual-clock simulation: the real dispatcher on a FakeClock, an in-memory store and a model
-endpoint (DESIGN §11).
+endpoint (docs/simulate.md).
 
 - ``scenario``: the TOML scenario, validated in one step (errors name the line and the key);
 - ``load``, ``model``: the events of a run and the endpoint that answers them;

@@ -17,7 +17,7 @@ rounded to the millisecond, so the same seed gives byte-identical JSON:
 - ``timeline``: outcomes over time in buckets (``bucket_minutes`` wide).
 
 Every 200 received is an attempt of outcome ``delivered`` or ``late_delivered``; the first for a
-delivery delivers it, and a 200 for a delivery already final changes nothing (DESIGN §9.2: a late
+delivery delivers it, and a 200 for a delivery already final changes nothing (docs/dispatcher.md: a late
 success after its retry went out may duplicate; a late success after the retry limit, the TTL or
 a 400/413 dead-lettered the delivery comes too late). So, always:
 ``by_outcome.delivered + by_outcome.late_delivered

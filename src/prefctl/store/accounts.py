@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass, field
 
-# The permissions of DESIGN §7.2; a user named in a token's scope holds some of them.
+# The permissions of docs/api.md; a user named in a token's scope holds some of them.
 PERMISSIONS: tuple[str, ...] = (
     "profiles:read",
     "profiles:write",

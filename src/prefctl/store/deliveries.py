@@ -1,6 +1,6 @@
 """The delivery queue: one row per (event, subscription), claimed by the dispatcher as leases.
 
-States (DESIGN §9.2)::
+States (docs/dispatcher.md)::
 
     held ──resume──▶ queued ──claim_due──▶ in_flight ──record_results──▶ queued | delivered
       (paused with                ▲            │ lease expired                  | dead_lettered
@@ -101,7 +101,7 @@ class ClaimedDelivery:
     lease_until: float
 
     def body(self) -> bytes:
-        """The notification body of DESIGN §7.3 (``webhooks.envelope``), with the stored Data
+        """The notification body of docs/webhooks.md (``webhooks.envelope``), with the stored Data
         and PreviousData spliced in as they are."""
         previous = self.previous_data_json
         message = build_event(

@@ -77,7 +77,7 @@ class StoredEvent:
     event_time: float | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """The event in the notification's shape (DESIGN §7.3); SubscriptionId and EventTime
+        """The event in the notification's shape (docs/webhooks.md); SubscriptionId and EventTime
         only when it was listed for a subscription, PreviousData only when it has some."""
         wire: dict[str, Any] = {
             "EventId": self.event_id,

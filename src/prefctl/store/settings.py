@@ -1,4 +1,4 @@
-"""Account webhook and alert settings (DESIGN §9.1), by wire name.
+"""Account webhook and alert settings (docs/policy.md), by wire name.
 
 The names, ranges and defaults are ``models.settings.SETTING_RANGES``; a setting never written
 has its default there, so a new setting in a later release needs no migration. Values are checked

@@ -105,7 +105,7 @@ class SubscriptionRecord:
 
     @property
     def receives_events(self) -> bool:
-        """Only Succeeded + Active subscriptions are sent events (DESIGN §7.2)."""
+        """Only Succeeded + Active subscriptions are sent events (docs/api.md)."""
         return self.provisioning_state == "Succeeded" and self.state == "Active"
 
     @property

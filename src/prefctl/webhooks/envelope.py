@@ -1,4 +1,4 @@
-"""The event notification envelope (DESIGN §7.3) as plain dicts and bytes, for the hot paths.
+"""The event notification envelope (docs/webhooks.md) as plain dicts and bytes, for the hot paths.
 
 The dispatcher serialises thousands of notifications per second, so this module builds the wire
 form directly (no pydantic) and encodes it with orjson. ``prefctl.models.event`` holds the pydantic
@@ -11,7 +11,7 @@ models of the same shapes, for validation and documentation; a test keeps the tw
     ... )
     >>> body = encode(message)      # b'{"EventId":"0d6f…","EventType":"contacts.email.added",…}'
 
-Keys appear in the order of DESIGN §7.3. Times are RFC 3339 UTC with milliseconds. ``PreviousData``
+Keys appear in the order of docs/webhooks.md. Times are RFC 3339 UTC with milliseconds. ``PreviousData``
 is present only when the event carries prior values (the catalog's ``has_previous_data`` types);
 otherwise the key is left out rather than sent as ``null``.
 """

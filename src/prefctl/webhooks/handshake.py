@@ -80,7 +80,7 @@ def new_validation_token(rng: random.Random) -> str:
 
 
 def validation_url(api_url: str, token: str) -> str:
-    """``{api_url}/validation/{token}``: where a manual validation GETs (DESIGN §7.2)."""
+    """``{api_url}/validation/{token}``: where a manual validation GETs (docs/api.md)."""
     return f"{api_url.rstrip('/')}/validation/{token}"
 
 
@@ -202,7 +202,7 @@ class ReplyVerdict:
 
 
 def classify_reply(status: int, body: bytes | str | None, expected_code: str) -> ReplyVerdict:
-    """Judge a handshake reply as the service does (DESIGN §9.3): only HTTP 200 counts."""
+    """Judge a handshake reply as the service does (docs/subscriptions.md): only HTTP 200 counts."""
     if status != 200:
         hint = " (202 is not accepted: only 200 is)" if status == 202 else ""
         return ReplyVerdict(ReplyOutcome.REJECTED, f"answered {status}, not 200{hint}")

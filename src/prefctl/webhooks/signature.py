@@ -1,4 +1,4 @@
-"""The ``Service-Webhook`` signature (DESIGN §7.5).
+"""The ``Service-Webhook`` signature (docs/webhooks.md).
 
     Service-Webhook: Timestamp=2026-11-21T19:20:30.123Z,Signature=<base64>
 

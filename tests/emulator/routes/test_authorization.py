@@ -1,4 +1,4 @@
-"""The authorization matrix (issue 4, Bad input; DESIGN §13): every account operation of the
+"""The authorization matrix (issue 4, Bad input; docs/operations.md): every account operation of the
 OpenAPI refuses a missing, malformed, expired, tampered or revoked token, another account's token
 and a user without the operation's permission — with a problem body, and without touching data."""
 

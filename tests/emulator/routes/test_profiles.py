@@ -173,7 +173,7 @@ def test_replace_unknown_profile_is_404(api: Api) -> None:
 def test_patch_spec_example_yields_the_spec_events(api: Api) -> None:
     """Spec, Events → Rules 4: adding an email, updating a preference and granting a consent in
     one action yields profile.updated, contacts.email.added, preference.added and
-    consent.filterassociation.created (and profile.updatedfull, DESIGN §8)."""
+    consent.filterassociation.created (and profile.updatedfull, docs/emulator.md)."""
     profile = api.create_profile(
         {**ANN, "Consents": [{**ANN["Consents"][0], "ConsentStatus": "Granted"}]}
     )

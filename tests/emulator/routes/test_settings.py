@@ -1,4 +1,4 @@
-"""``GET/PUT /settings/webhooks``: DESIGN §9.1 ranges, 400 with field errors."""
+"""``GET/PUT /settings/webhooks``: docs/policy.md ranges, 400 with field errors."""
 
 from __future__ import annotations
 

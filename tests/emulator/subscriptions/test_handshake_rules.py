@@ -1,4 +1,4 @@
-"""The provisioning table of DESIGN §9.3 as a pure function, and its durations."""
+"""The provisioning table of docs/subscriptions.md as a pure function, and its durations."""
 
 from __future__ import annotations
 

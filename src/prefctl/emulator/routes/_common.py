@@ -1,4 +1,4 @@
-"""Plumbing every REST route of the emulator shares (DESIGN §7.2).
+"""Plumbing every REST route of the emulator shares (docs/api.md).
 
 A route module builds its router with ``account_router(tag)`` (prefix ``ACCOUNT_PREFIX``, JSON
 bodies parsed by orjson: see ``WireRoute``) and declares, per operation, the permission it needs;
@@ -442,7 +442,7 @@ def validate(model: type[M], data: Any) -> M:
 JsonContent = Annotated[str | None, Depends(accepts(JSON_MEDIA_TYPE))]
 RawBody = Annotated[bytes, Depends(raw_body)]
 
-# Route parameters admitting a request that holds one permission (DESIGN §7.2):
+# Route parameters admitting a request that holds one permission (docs/api.md):
 # ``def route(principal: ProfilesRead) -> Response``.
 ProfilesRead = Annotated[Principal, Depends(require("profiles:read"))]
 ProfilesWrite = Annotated[Principal, Depends(require("profiles:write"))]

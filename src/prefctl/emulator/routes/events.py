@@ -38,7 +38,7 @@ router = account_router("events")
 
 
 class EventRecord(WireModel):
-    """A stored event in the notification's shape (DESIGN §7.3)."""
+    """A stored event in the notification's shape (docs/webhooks.md)."""
 
     event_id: str
     event_type: str

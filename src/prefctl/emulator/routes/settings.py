@@ -1,4 +1,4 @@
-"""``GET/PUT /settings/webhooks``: the account's delivery and alert settings (DESIGN §9.1).
+"""``GET/PUT /settings/webhooks``: the account's delivery and alert settings (docs/policy.md).
 
 PUT replaces the whole set: a setting left out goes back to its default. A value outside its range
 (``models.settings.SETTING_RANGES``) is a 400 naming the field, and nothing is written.

@@ -1,4 +1,4 @@
-"""``/subscriptions``: create, list, read, replace and delete webhook subscriptions (DESIGN §7.2).
+"""``/subscriptions``: create, list, read, replace and delete webhook subscriptions (docs/api.md).
 
 - ``POST`` stores the subscription in ProvisioningState ``Creating`` and answers 201 with
   ``Location`` at once; the handshake (``dispatcher/handshake.py``) runs in the background and GET

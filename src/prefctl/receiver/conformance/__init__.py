@@ -1,4 +1,4 @@
-"""The conformance suite behind ``prefctl endpoint check URL`` (DESIGN §10).
+"""The conformance suite behind ``prefctl endpoint check URL`` (docs/receiver.md).
 
 It plays the service against a webhook endpoint, one request at a time, and judges each answer as
 the service would. The cases, in order:

@@ -93,7 +93,7 @@ CREATE TABLE subscription_event_types (
 ) WITHOUT ROWID;
 CREATE INDEX subscription_event_types_subscription ON subscription_event_types (subscription_id);
 
--- Account settings (DESIGN 9.1) by wire name; a setting without a row has its default.
+-- Account settings (docs/policy.md) by wire name; a setting without a row has its default.
 CREATE TABLE webhook_settings (
     service_client_id TEXT NOT NULL REFERENCES accounts (service_client_id) ON DELETE CASCADE,
     name              TEXT NOT NULL,

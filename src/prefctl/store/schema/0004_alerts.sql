@@ -1,4 +1,4 @@
--- Failure alerts (DESIGN §9.4): the dead letters waiting to be reported, the incidents of each
+-- Failure alerts (docs/alerts.md): the dead letters waiting to be reported, the incidents of each
 -- subscription, and every alert email composed, with its full text, whether it went out by SMTP
 -- or into alerts.mbox. Times are Unix seconds in UTC (REAL), like 0002.
 
