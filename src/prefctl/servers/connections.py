@@ -154,7 +154,10 @@ class ConnectionRegistry:
             return True
         # Connections accepted in this burst are not registered yet: each one that makes the
         # count pass the ceiling when it registers closes the oldest waiting for a header then.
-        return 0 < pending < _OVERSHOOT
+        # Once the registered ones alone fill the ceiling with none waiting for a header, no
+        # eviction can make room: ``pending`` may still count one that registered a moment ago
+        # (its task's done callback not run yet), so it must not let a client in to wait there.
+        return 0 < pending < _OVERSHOOT and len(self.open) < self.ceiling
 
     def _evict_oldest(self) -> None:
         oldest = next(iter(self.heads))
