@@ -154,3 +154,37 @@ def test_import_unknown_is_404(api: Api) -> None:
     assert_problem(api.get("/imports/987654321"), 404)
     assert_problem(api.post("/imports/987654321/records", json=[{}]), 404)
     assert_problem(api.post("/imports/987654321/execute"), 404)
+
+
+def test_initiate_with_a_body_that_is_not_json_is_400_and_starts_no_import(api: Api) -> None:
+    before = _initiate(api)
+
+    for body in (b"not json at all", b'{"x":'):
+        answer = api.post("/imports", content=body, headers={"Content-Type": "text/plain"})
+        problem = assert_problem(answer, 400)
+        assert "not valid JSON" in problem["detail"]
+
+    assert _initiate(api) == before + 1  # the refused requests made no import
+
+
+def test_initiate_and_execute_accept_an_empty_json_body(api: Api) -> None:
+    answer = api.post("/imports", json={})
+    assert answer.status_code == 201, answer.text
+    import_id = answer.json()["ImportId"]
+    api.post(f"/imports/{import_id}/records", json=[{"Tags": ["x"]}])
+
+    executed = api.post(f"/imports/{import_id}/execute", json={})
+
+    assert executed.status_code == 202, executed.text
+    assert _finished(api, import_id)["State"] == "Completed"
+
+
+def test_execute_with_json_in_another_media_type_is_415(api: Api) -> None:
+    import_id = _initiate(api)
+
+    answer = api.post(
+        f"/imports/{import_id}/execute", content=b"{}", headers={"Content-Type": "text/plain"}
+    )
+
+    assert_problem(answer, 415)
+    assert api.get(f"/imports/{import_id}").json()["State"] == "Initiated"

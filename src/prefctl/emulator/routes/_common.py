@@ -63,6 +63,7 @@ __all__ = [
     "PROBLEM_MEDIA_TYPE",
     "EventsRead",
     "JsonContent",
+    "NoBody",
     "Principal",
     "ProblemError",
     "ProfilesRead",
@@ -440,6 +441,22 @@ def validate(model: type[M], data: Any) -> M:
 
 # A request body with Content-Type application/json (or none at all), else 415.
 JsonContent = Annotated[str | None, Depends(accepts(JSON_MEDIA_TYPE))]
+
+
+async def no_body(request: Request) -> None:
+    """A dependency for an operation that takes no body: none at all, or JSON that is ignored
+    (clients often send ``{}``). A body that is not JSON at all is 400, as for every other
+    route (docs/api.md), and JSON in another media type 415: nothing is read or written."""
+    if not _has_body(request):
+        return
+    raw = await request.body()
+    if raw.strip():
+        parse_json(raw)
+    require_media_type(request, JSON_MEDIA_TYPE)
+
+
+# For an operation without a request body: see ``no_body``.
+NoBody = Annotated[None, Depends(no_body)]
 RawBody = Annotated[bytes, Depends(raw_body)]
 
 # Route parameters admitting a request that holds one permission (docs/api.md):

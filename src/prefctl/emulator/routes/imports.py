@@ -39,6 +39,7 @@ from prefctl.emulator.context import EmulatorContext, group_writer
 from prefctl.emulator.import_runs import ImportRuns
 from prefctl.emulator.routes._common import (
     JSON_MEDIA_TYPE,
+    NoBody,
     ProblemError,
     ProfilesRead,
     ProfilesWrite,
@@ -122,7 +123,7 @@ _RECORDS_BODY = {
     response_model=ImportStatus,
     summary="Start a bulk import (no events are generated)",
 )
-def initiate(request: Request, principal: ProfilesWrite) -> Response:
+def initiate(request: Request, principal: ProfilesWrite, _body: NoBody) -> Response:
     conn = connection(request)
     now = epoch(get_ctx(request).clock.now())
     with write_lock(request), transaction(conn):
@@ -163,7 +164,9 @@ def stage(
     responses=problems(404, 409),
     summary="Execute a staged import in the background",
 )
-async def execute(request: Request, principal: ProfilesWrite, import_id: ImportId) -> Response:
+async def execute(
+    request: Request, principal: ProfilesWrite, import_id: ImportId, _body: NoBody
+) -> Response:
     ctx = get_ctx(request)
     account = principal.service_client_id
     job = await run_in_threadpool(_queue, request, account, import_id)

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from prefctl.emulator.context import group_writer
 from prefctl.emulator.routes._common import (
     JsonContent,
+    NoBody,
     Principal,
     ProblemError,
     ProfilesRead,
@@ -275,7 +276,7 @@ async def deactivate_profile(
     summary="Reactivate a profile (event profile.reactivated)",
 )
 async def reactivate_profile(
-    request: Request, principal: ProfilesWrite, profile_id: ProfileId
+    request: Request, principal: ProfilesWrite, profile_id: ProfileId, _body: NoBody
 ) -> Response:
     result = await _write(request, principal, "reactivate", profile_id)
     return json_response(_written(result))
