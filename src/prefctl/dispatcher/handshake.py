@@ -84,12 +84,25 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class HandshakeTimings:
-    """The handshake's durations in seconds; ``scaled`` applies the emulator's time scale."""
+    """The handshake's durations in seconds; ``scaled`` applies the emulator's time scale.
+
+    ``rule_response_timeout`` is the response timeout in rule time, the one messages name ("no
+    answer within 30 s" under ``--time-scale 60`` too, as every duration users read); None when
+    the durations are not scaled: ``response_timeout`` is then what the rule says.
+    """
 
     response_timeout: float = RESPONSE_TIMEOUT_SECONDS
     retry_delay: float = RETRY_DELAY_SECONDS
     validation_window: float = VALIDATION_WINDOW_SECONDS
     max_attempts: int = MAX_ATTEMPTS
+    rule_response_timeout: float | None = None
+
+    @property
+    def shown_response_timeout(self) -> float:
+        """The response timeout as messages name it: in rule time."""
+        if self.rule_response_timeout is None:
+            return self.response_timeout
+        return self.rule_response_timeout
 
     @classmethod
     def scaled(cls, scale: Callable[[float], float]) -> HandshakeTimings:
@@ -98,6 +111,7 @@ class HandshakeTimings:
             response_timeout=scale(RESPONSE_TIMEOUT_SECONDS),
             retry_delay=scale(RETRY_DELAY_SECONDS),
             validation_window=scale(VALIDATION_WINDOW_SECONDS),
+            rule_response_timeout=RESPONSE_TIMEOUT_SECONDS,
         )
 
 
@@ -491,7 +505,8 @@ class HandshakeRunner:
             async with asyncio.timeout(timeout):
                 status, body = await self._exchange(client, url, handshake)
         except (TimeoutError, httpx.TimeoutException):
-            return AttemptReply(None, f"no answer within {timeout:g} s")
+            shown = self.timings.shown_response_timeout
+            return AttemptReply(None, f"no answer within {shown:g} s")
         except ssl.SSLError as exc:  # the installed mTLS certificate or CA cannot be loaded
             return AttemptReply(None, f"the account's TLS settings cannot be used ({exc})")
         except httpx.InvalidURL as exc:  # not an HTTPError: the Url cannot even be sent

@@ -55,5 +55,5 @@ def test_handshake_timings_scaled_divides_every_duration() -> None:
 
 def test_emulator_runner_scales_handshake_durations_by_time_scale(tmp_path: Path) -> None:
     ctx = EmulatorContext(store_path=tmp_path / "x.db", base_url="http://e", time_scale=60)
-    assert handshake_runner(ctx).timings == HandshakeTimings(0.5, 5 / 60, 5.0, 3)
+    assert handshake_runner(ctx).timings == HandshakeTimings(0.5, 5 / 60, 5.0, 3, 30)
     assert handshake_runner(ctx) is handshake_runner(ctx)  # one per emulator

@@ -201,6 +201,17 @@ def test_handshake_bad_answers_fail_after_three_attempts(
     assert (clock.now() - started).total_seconds() == pytest.approx(10)  # two 5 s pauses
 
 
+def test_handshake_under_a_time_scale_names_the_rules_30_s_not_the_scaled_wait(
+    ctx: EmulatorContext,
+) -> None:
+    timings = HandshakeTimings.scaled(lambda seconds: seconds / 100)  # --time-scale 100
+    with stub_endpoint(hang=True) as stub:
+        subscription_id = create(ctx, stub.url)
+        record = provision(ctx, subscription_id, "Failed", clock=fake_clock(), timings=timings)
+    assert record.handshake.last_error is not None
+    assert record.handshake.last_error.endswith("the last no answer within 30 s")
+
+
 def test_handshake_refused_connection_fails_after_three_attempts(ctx: EmulatorContext) -> None:
     url = f"http://127.0.0.1:{free_port()}/hooks"
     subscription_id = create(ctx, url)
