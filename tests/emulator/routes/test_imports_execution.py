@@ -3,9 +3,12 @@ a stop in the middle neither loses nor repeats a record (the next start resumes 
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import uuid
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,6 +42,25 @@ def _status(api: Api, import_id: int) -> dict[str, Any]:
     assert answer.status_code == 200, answer.text
     status: dict[str, Any] = answer.json()
     return status
+
+
+def _writer_pid(emulator: RunningEmulator) -> int:
+    """The pid of the emulator's writer process (a child of this test process, which started the
+    emulator), found by its command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        ours = ppid == os.getpid() and b"prefctl.emulator.write_process" in cmdline
+        if ours and str(emulator.store_path).encode() in cmdline:
+            found.append(int(entry.name))
+    assert len(found) == 1, found
+    return found[0]
 
 
 def _profiles_tagged(emulator: RunningEmulator, marker: str) -> int:
@@ -93,8 +115,12 @@ def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_
     import_id = _staged_import(api, marker, total)
     api.post(f"/imports/{import_id}/execute")
     wait_until(lambda: _status(api, import_id)["ProcessedRecords"] > 0)
+    # Pause the writer process: the import cannot advance past its step in hand, however long
+    # the stop takes on a loaded machine (it once finished all its records before a stop got to
+    # it). The stop ends the paused writer after its 10 s wait; that step is not committed.
+    os.kill(_writer_pid(emulator), signal.SIGSTOP)
 
-    emulator.stop()
+    emulator.stop(timeout=60)
     with closing(sqlite3.connect(emulator.store_path)) as conn:
         state, processed, created = conn.execute(
             "SELECT state, processed_records, created_profiles FROM imports WHERE id = ?",
