@@ -325,7 +325,22 @@ class Engine:
             probation.save(self.conn, now=now)
             for plan in plans:
                 claims.append(self._claim(plan, now))
+            if self._shared and batch:
+                self._report_settled(batch, plans, now)
         return applied, claims
+
+    def _report_settled(self, batch: list[Item], plans: list[_Plan], now: float) -> None:
+        """Tell the other dispatchers that requests of these accounts settled, so that they
+        count them no more before this engine's next turn (the accounts of ``plans`` have
+        just said what they hold)."""
+        assert self._owner is not None
+        assert self._inflight is not None
+        planned = {plan.row.service_client_id for plan in plans}
+        for name in {delivery.service_client_id for delivery, _ in batch} - planned:
+            duration = self._config.settings(name).duration_seconds
+            until = now + lease_seconds(duration, self.time_scale)
+            held = self._inflight.open_by_account[name]
+            ceilings.hold(self.conn, name, self._owner.base, in_flight=held, lease_until=until)
 
     def _claim(self, plan: _Plan, now: float) -> list[ClaimedDelivery]:
         if not self._shared:
