@@ -14,6 +14,7 @@ from aiosmtpd.controller import Controller
 from prefctl.dispatcher.alerts import ALERT_CLAIM_SECONDS, AlertMonitor, DeadLetterNotice
 from prefctl.dispatcher.mail import MBOX_FILE, Mailer, SmtpSettings, parse_message
 from prefctl.store import Store
+from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store
 from prefctl.store.db import connect, transaction
 from tests.helpers import free_port
@@ -127,3 +128,23 @@ def test_alert_that_cannot_be_sent_is_sent_by_the_next_dispatcher_at_once(
     finally:
         monitor.conn.close()
     assert len(mailbox.mbox(tmp_path / MBOX_FILE)) == 1
+
+
+def test_record_alert_read_before_another_dispatcher_wrote_one_is_refused(
+    tmp_path: Path, store: tuple[Path, int]
+) -> None:
+    path, subscription_id = store
+    conn, _ = _pending_alert(path, subscription_id, tmp_path)
+    try:
+        incident = incidents.current_incident(conn, subscription_id)
+        assert incident is not None
+        assert incident.alerts_sent == 1
+        with transaction(conn):
+            stale = incidents.record_alert(
+                conn, incident.id, at=T0 + 1, next_alert_at=None, state="open", alerts_sent=0
+            )
+        assert not stale
+        assert incidents.current_incident(conn, subscription_id) == incident
+        assert len(alert_store.list_alerts(conn)) == 1
+    finally:
+        conn.close()

@@ -315,6 +315,14 @@ class AlertMonitor:
         else:
             kind = "opened" if sequence == 1 else "update"
         next_at = at + limits.spacing_seconds if kind in ("opened", "update") else None
+        # The incident's next alert is this dispatcher's to write only if no other dispatcher on
+        # the store wrote it since the incident was read.
+        state: incidents.IncidentState = "paused" if kind == "paused" else incident.state
+        seen = incident.alerts_sent
+        if not incidents.record_alert(
+            conn, incident.id, at=at, next_alert_at=next_at, state=state, alerts_sent=seen
+        ):
+            return
         account = get_account(conn, incident.service_client_id)
         content = AlertContent(
             alert_id=0,
@@ -360,8 +368,6 @@ class AlertMonitor:
         )
         alert_store.set_alert_message(conn, alert_id, message.as_string())
         incidents.delete_reported(conn, incident.id)
-        state: incidents.IncidentState = "paused" if kind == "paused" else incident.state
-        incidents.record_alert(conn, incident.id, at=at, next_alert_at=next_at, state=state)
         if kind == "recovered":
             incidents.close_incident(conn, incident.id, at=at, reason="delivered")
         log.info("alert %d (%s) for subscription %d", alert_id, kind, subscription.id)

@@ -161,13 +161,21 @@ def record_alert(
     at: float,
     next_alert_at: float | None,
     state: IncidentState,
-) -> None:
-    """Note that the incident sent an alert at ``at`` and when the next may go."""
-    conn.execute(
+    alerts_sent: int | None = None,
+) -> bool:
+    """Note that the incident sent an alert at ``at`` and when the next may go. With
+    ``alerts_sent`` (the count read in this transaction) only if no one recorded another alert
+    meanwhile: False then, and this one must not be written (several dispatchers share the
+    store)."""
+    sql = (
         "UPDATE alert_incidents SET alerts_sent = alerts_sent + 1, last_alert_at = ?,"
-        " next_alert_at = ?, state = ? WHERE id = ?",
-        (at, next_alert_at, state, incident_id),
+        " next_alert_at = ?, state = ? WHERE id = ?"
     )
+    params: tuple[object, ...] = (at, next_alert_at, state, incident_id)
+    if alerts_sent is not None:
+        sql += " AND alerts_sent = ?"
+        params += (alerts_sent,)
+    return conn.execute(sql, params).rowcount == 1
 
 
 def set_recovered(conn: sqlite3.Connection, incident_id: int, *, at: float) -> None:
