@@ -337,6 +337,8 @@ class Engine:
         assert self._inflight is not None
         planned = {plan.row.service_client_id for plan in plans}
         for name in {delivery.service_client_id for delivery, _ in batch} - planned:
+            if name not in self._accounts:
+                continue  # removed from the store meanwhile: its row's lease runs out
             duration = self._config.settings(name).duration_seconds
             until = now + lease_seconds(duration, self.time_scale)
             held = self._inflight.open_by_account[name]
