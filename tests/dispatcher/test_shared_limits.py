@@ -77,6 +77,15 @@ def _final(conn: Store) -> int:
     )
 
 
+def _slot(conn: Store, process: subprocess.Popen[bytes]) -> tuple[int, float] | None:
+    """What a dispatcher process holds of the account's ceiling, and until when."""
+    row = conn.execute(
+        "SELECT in_flight, lease_until FROM dispatcher_slots WHERE owner LIKE ?",
+        (f"{socket.gethostname()}:{process.pid}:%",),
+    ).fetchone()
+    return None if row is None else (int(row[0]), float(row[1]))
+
+
 @pytest.mark.slow
 def test_three_dispatchers_never_have_more_in_flight_than_the_accounts_max_concurrent_requests(
     tmp_path: Path, dispatchers: Dispatchers
@@ -115,18 +124,10 @@ def test_killed_dispatchers_share_of_the_ceiling_comes_back_when_its_lease_ends(
         first = dispatchers.start(store, "--time-scale", scale)
         endpoint.wait_holding(50)
         second = dispatchers.start(store, "--time-scale", scale)
-        owner = f"{socket.gethostname()}:{second.pid}:"
-        wait_until(
-            lambda: _count(
-                conn, f"SELECT count(*) FROM dispatcher_slots WHERE owner LIKE '{owner}%'"
-            ),
-            30,
-            what="the second dispatcher did not start",
-        )
-        held, lease_until = conn.execute(
-            "SELECT in_flight, lease_until FROM dispatcher_slots WHERE owner LIKE ?",
-            (f"{socket.gethostname()}:{first.pid}:%",),
-        ).fetchone()
+        wait_until(lambda: _slot(conn, second), 30, what="the second dispatcher did not start")
+        slot = _slot(conn, first)
+        assert slot is not None
+        held, lease_until = slot
         assert held == 50
 
         os.kill(first.pid, signal.SIGKILL)
@@ -139,13 +140,9 @@ def test_killed_dispatchers_share_of_the_ceiling_comes_back_when_its_lease_ends(
         assert time.time() >= lease_until
         assert endpoint.peak == 50
 
-        while _final(conn) < 200:
-            endpoint.release()
-            wait_until(
-                lambda: endpoint.holding > 0 or _final(conn) == 200,
-                30,
-                what="the second dispatcher stopped sending",
-            )
+        endpoint.hold_seconds = 0.0  # from now on every request is answered at once
+        endpoint.release()
+        wait_until(lambda: _final(conn) == 200, 60, interval=0.1, what="200 events not delivered")
         assert dispatchers.stop_all() == [0]
     assert states(conn) == {"delivered": 200}
     assert endpoint.peak == 50
