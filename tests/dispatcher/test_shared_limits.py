@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.mail import MBOX_FILE
-from prefctl.store import Store
+from prefctl.store import Store, ceilings
 from prefctl.store import alerts as alert_store
-from prefctl.store.db import connect
+from prefctl.store.db import connect, transaction
 from tests.dispatcher.engine_helpers import (
+    ACCOUNT,
+    T0,
     Rig,
     new_store,
     queue_events,
@@ -201,4 +203,26 @@ def test_engines_on_one_store_take_the_accounts_cycle_in_turn_duration_apart(
     finally:
         first.close()
         second.close()
+    conn.close()
+
+
+def test_dispatcher_starting_gives_back_at_once_the_share_of_one_gone_from_this_machine(
+    tmp_path: Path,
+) -> None:
+    conn = new_store(tmp_path / "store.db")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here, elsewhere = f"{socket.gethostname()}:{dead.pid}:0badc0de", "other-host:12:0badc0de"
+    with transaction(conn):
+        for owner in (here, elsewhere):
+            ceilings.hold(conn, ACCOUNT, owner, in_flight=50, lease_until=T0 + 3600)
+    rig = Rig(conn)
+    try:
+        assert rig.cycle().claimed == 0  # nothing queued; the engine started
+        owners = ceilings.slot_owners(conn)
+        assert here not in owners
+        # Another machine's dispatcher may be alive: its share waits for its lease to end.
+        assert elsewhere in owners
+    finally:
+        rig.close()
     conn.close()
