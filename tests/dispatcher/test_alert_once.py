@@ -18,7 +18,12 @@ from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store
 from prefctl.store.db import connect, transaction
 from tests.helpers import free_port
-from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
+from tests.store.service_helpers import (
+    ACCOUNT,
+    add_subscription,
+    open_service_store,
+    subscription_body,
+)
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -146,5 +151,25 @@ def test_record_alert_read_before_another_dispatcher_wrote_one_is_refused(
         assert not stale
         assert incidents.current_incident(conn, subscription_id) == incident
         assert len(alert_store.list_alerts(conn)) == 1
+    finally:
+        conn.close()
+
+
+def test_open_incident_when_another_dispatcher_opened_one_meanwhile_opens_none(
+    tmp_path: Path, store: tuple[Path, int]
+) -> None:
+    path, subscription_id = store
+    conn = connect(path)
+    try:
+        with transaction(conn):
+            first = incidents.open_incident(
+                conn, ACCOUNT, subscription_id, now=T0, next_alert_at=T0, window_start=T0
+            )
+            again = incidents.open_incident(
+                conn, ACCOUNT, subscription_id, now=T0 + 1, next_alert_at=T0, window_start=T0
+            )
+        assert first is not None
+        assert again is None
+        assert incidents.current_incident(conn, subscription_id) == first
     finally:
         conn.close()

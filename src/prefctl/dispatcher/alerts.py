@@ -268,9 +268,16 @@ class AlertMonitor:
             return
         previous = alert_store.last_alert_at(conn, subscription_id)
         due = at if previous is None else max(at, previous + limits.spacing_seconds)
-        incidents.open_incident(
+        opened = incidents.open_incident(
             conn, account, subscription_id, now=at, next_alert_at=due, window_start=window_start
         )
+        if opened is None:  # another dispatcher opened it since: these count into its incident
+            incident = incidents.current_incident(conn, subscription_id)
+            if incident is None:  # and closed it too: they wait for the next incident's window
+                return
+            if incident.state == "open":
+                incidents.attach_recent(conn, subscription_id, incident.id)
+            incidents.add_to_incident(conn, incident.id, len(letters), now=at)
 
     def _evaluate(self, at: float, rules: _Rules) -> None:
         conn = self.conn

@@ -125,15 +125,20 @@ def open_incident(
     now: float,
     next_alert_at: float,
     window_start: float,
-) -> Incident:
+) -> Incident | None:
     """Open an incident that takes the subscription's waiting dead letters since
-    ``window_start``; older ones can no longer count and are dropped."""
-    cursor = conn.execute(
+    ``window_start``; older ones can no longer count and are dropped. None when the
+    subscription has an incident already (another dispatcher on the store opened it since the
+    caller looked)."""
+    row = conn.execute(
         "INSERT INTO alert_incidents (service_client_id, subscription_id, state, opened_at,"
-        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)",
+        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)"
+        " ON CONFLICT (subscription_id) WHERE state <> 'closed' DO NOTHING RETURNING id",
         (account, subscription_id, now, now, next_alert_at),
-    )
-    incident_id = int(cursor.lastrowid or 0)
+    ).fetchone()
+    if row is None:
+        return None
+    incident_id = int(row[0])
     prune_unattached(conn, before=window_start, subscription_id=subscription_id)
     attached = attach_recent(conn, subscription_id, incident_id)
     conn.execute(
