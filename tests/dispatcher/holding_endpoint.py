@@ -8,6 +8,9 @@ requests to be in flight, check the peak, and then let them go, with no sleeps::
         ...                                   # the dispatcher sends to endpoint.url
         endpoint.wait_holding(50)
         endpoint.release()                    # answered 200; later requests are held again
+
+``HoldingEndpoint(hold_seconds=1.0)`` answers each request by itself that long after it came (a
+slow endpoint), counting the same way; ``status`` is the answer's HTTP status (default 200).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from types import TracebackType
 
 __all__ = ["HoldingEndpoint"]
 
-_OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+_ANSWER = "HTTP/1.1 {status} Answer\r\nContent-Length: 0\r\n\r\n"
 
 
 class HoldingEndpoint:
     """An asyncio HTTP/1.1 server on its own thread and loop (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold_seconds: float | None = None, status: int = 200) -> None:
+        self.hold_seconds = hold_seconds
+        self._answer = _ANSWER.format(status=status).encode("ascii")
         self.holding = 0
         self.peak = 0
         self.answered = 0
@@ -109,14 +114,17 @@ class HoldingEndpoint:
                         length = int(value)
                 await reader.readexactly(length)
                 released = asyncio.Event()
-                self._held.append(released)
                 self.holding += 1
                 self.peak = max(self.peak, self.holding)
                 try:
-                    await released.wait()
+                    if self.hold_seconds is None:
+                        self._held.append(released)
+                        await released.wait()
+                    else:
+                        await asyncio.sleep(self.hold_seconds)  # the endpoint's own latency
                 finally:
                     self.holding -= 1
-                writer.write(_OK)
+                writer.write(self._answer)
                 await writer.drain()
                 self.answered += 1
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

@@ -26,6 +26,10 @@ neither resends nor forgets.
   deleting the subscription) closes its incident without another email.
 - Alerts are written to the store first and sent afterwards (an outbox): an alert whose sending
   was interrupted is sent on the next call, so at worst one is sent twice, never lost.
+- Several dispatchers on one store each see their own dead letters, and the incident rules run
+  in one write transaction at a time; each alert is sent by the dispatcher that claims it first
+  (``store.alerts.claim_alert``), so it goes out once however many see it pending. A claim lasts
+  ``ALERT_CLAIM_SECONDS``: an alert whose sender died goes out from another after that.
 
 The engine feeds it through ``observer(context)`` (an ``OBSERVER_FACTORIES`` entry of
 ``dispatcher/observer.py``), on a worker thread of its own since SMTP can block. Directly (tests,
@@ -40,7 +44,10 @@ the simulator), outside any open transaction on ``conn``::
 from __future__ import annotations
 
 import logging
+import os
 import re
+import secrets
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -71,6 +78,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# How long a dispatcher holds the sending of an alert: well past an SMTP exchange's timeouts.
+ALERT_CLAIM_SECONDS = 120.0
 
 Moment = float | datetime
 
@@ -160,6 +170,8 @@ class AlertMonitor:
         self.time_scale = time_scale
         self._lock = threading.Lock()
         self._owned = False
+        # Who claims the alerts this monitor sends (the store says so while it sends them).
+        self._sender = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
     @classmethod
     def open(
@@ -256,9 +268,16 @@ class AlertMonitor:
             return
         previous = alert_store.last_alert_at(conn, subscription_id)
         due = at if previous is None else max(at, previous + limits.spacing_seconds)
-        incidents.open_incident(
+        opened = incidents.open_incident(
             conn, account, subscription_id, now=at, next_alert_at=due, window_start=window_start
         )
+        if opened is None:  # another dispatcher opened it since: these count into its incident
+            incident = incidents.current_incident(conn, subscription_id)
+            if incident is None:  # and closed it too: they wait for the next incident's window
+                return
+            if incident.state == "open":
+                incidents.attach_recent(conn, subscription_id, incident.id)
+            incidents.add_to_incident(conn, incident.id, len(letters), now=at)
 
     def _evaluate(self, at: float, rules: _Rules) -> None:
         conn = self.conn
@@ -303,6 +322,14 @@ class AlertMonitor:
         else:
             kind = "opened" if sequence == 1 else "update"
         next_at = at + limits.spacing_seconds if kind in ("opened", "update") else None
+        # The incident's next alert is this dispatcher's to write only if no other dispatcher on
+        # the store wrote it since the incident was read.
+        state: incidents.IncidentState = "paused" if kind == "paused" else incident.state
+        seen = incident.alerts_sent
+        if not incidents.record_alert(
+            conn, incident.id, at=at, next_alert_at=next_at, state=state, alerts_sent=seen
+        ):
+            return
         account = get_account(conn, incident.service_client_id)
         content = AlertContent(
             alert_id=0,
@@ -348,8 +375,6 @@ class AlertMonitor:
         )
         alert_store.set_alert_message(conn, alert_id, message.as_string())
         incidents.delete_reported(conn, incident.id)
-        state: incidents.IncidentState = "paused" if kind == "paused" else incident.state
-        incidents.record_alert(conn, incident.id, at=at, next_alert_at=next_at, state=state)
         if kind == "recovered":
             incidents.close_incident(conn, incident.id, at=at, reason="delivered")
         log.info("alert %d (%s) for subscription %d", alert_id, kind, subscription.id)
@@ -357,11 +382,19 @@ class AlertMonitor:
     def _flush(self, at: float) -> None:
         """Send the alerts written but not sent yet, oldest first; on a failure, the rest wait
         for the next call."""
-        for alert in alert_store.pending_alerts(self.conn):
+        conn, sender = self.conn, self._sender
+        for alert in alert_store.pending_alerts(conn):
+            with transaction(conn):
+                until = at + ALERT_CLAIM_SECONDS
+                mine = alert_store.claim_alert(conn, alert.id, sender, now=at, until=until)
+            if not mine:
+                continue  # another dispatcher sends it
             try:
                 sent = self.mailer.send(mail.parse_message(alert.message))
             except PrefctlError as exc:
                 log.error("alert %d could not be sent, will retry: %s", alert.id, exc)
+                with transaction(conn):
+                    alert_store.unclaim_alert(conn, alert.id, sender)
                 return
             with transaction(self.conn):
                 alert_store.mark_sent(

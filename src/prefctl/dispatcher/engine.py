@@ -6,7 +6,9 @@ One ``Engine`` delivers the queue of a store (every account, or one). Each cycle
    deliveries as leases: MaxConcurrentRequests less the account's requests still in flight (sent
    and not settled: awaiting an answer, or kept open in the late window), so that at no moment
    more than MaxConcurrentRequests of them are in flight; the transport is sized for the sum of
-   the accounts' MaxConcurrentRequests (``Transport.size_for``);
+   the accounts' MaxConcurrentRequests (``Transport.size_for``). The limits are the account's,
+   not one process's: every dispatcher on the store takes the account's cycle in turn and counts
+   the requests the others hold (``store/ceilings.py``, in the claim's transaction);
 2. per delivery: ``policy.check_due`` (max attempts, TTL: dead-lettered now, at due time, with the
    reason), then probation (``probation.Probation``: a delivery to an endpoint whose probe slot is
    not open is put off to that slot, recorded as ``skipped``, no attempt spent), then its body;
@@ -43,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -67,7 +68,7 @@ from prefctl.dispatcher.totals import CycleReport, EngineTotals
 from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
 from prefctl.errors import NotFoundError
 from prefctl.logs import register_secret
-from prefctl.store import Store, dispatcher_state
+from prefctl.store import Store, ceilings, dispatcher_state
 from prefctl.store.accounts import Account, get_account
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import (
@@ -130,14 +131,18 @@ class _Plan:
     room: int
     owner: str
     lease: float
+    period: float
 
 
 class Engine:
     """Delivers a store's queue (see the module docstring). Use it from one event loop.
 
     ``account`` None delivers every account of the store, each on its own cadence.
-    ``static_config``: the store's accounts, settings and TLS rows cannot change while the engine
-    runs (the simulator's private in-memory store), so they are read once, not checked each cycle.
+    ``static_config``: the store is this engine's alone (the simulator's private in-memory store):
+    its accounts, settings and TLS rows cannot change while the engine runs, so they are read once,
+    not checked each cycle, and no other dispatcher shares its accounts' limits. Otherwise every
+    account's MaxConcurrentRequests and Duration hold across all the dispatchers on the store
+    together (``_turn``).
     """
 
     def __init__(
@@ -170,6 +175,7 @@ class Engine:
         self._inflight: InFlight | None = None
         self._accounts: dict[str, _Account] = {}
         self._config = ConfigCache(conn, account, static=static_config)
+        self._shared = not static_config  # the accounts' limits are kept in the store
         self._carried: list[Item] = []  # results known before their cycle's batch
         self._ceiling = 0  # the sum of the accounts' MaxConcurrentRequests, as last sized
 
@@ -214,10 +220,12 @@ class Engine:
         await self._record(now, [*self._take_carried(), *results, *late])
         keys, owners = self._inflight.abandon()
         self.transport.cancel(keys)
-        if owners:
+        if owners or self._shared:
             with transaction(self.conn):
                 for owner in owners:
                     release_claims(self.conn, owner)
+                if self._shared:
+                    ceilings.release_slots(self.conn, self._owner.base)
         self._owner.retire()
         self._owner = None
 
@@ -287,17 +295,15 @@ class Engine:
         # the next is due at the cadence's next point, or as this one's work ends if that is
         # later (``run_cycle``), the cadence then counting from there.
         period = duration / self.time_scale
-        due = account.next_cycle_at or now
-        if now - due >= period:
-            due += math.floor((now - due) / period + 1e-9) * period
-        account.next_cycle_at = due + period
+        account.next_cycle_at = ceilings.next_cycle(account.next_cycle_at or now, now, period)
         # MaxConcurrentRequests is a ceiling on the account's requests in flight: a cycle claims
         # only what keeps it there (a request counts until its answer, or the end of the late
         # window, settles it).
         room = settings.max_concurrent_requests - self._inflight.open_by_account[name]
         account.full = True
         owner = self._owner.for_cycle(self.totals.cycles)
-        return _Plan(row, account, settings, room, owner, lease_seconds(duration, self.time_scale))
+        lease = lease_seconds(duration, self.time_scale)
+        return _Plan(row, account, settings, room, owner, lease, period)
 
     def _store_cycle(
         self, batch: list[Item], now: float, plans: list[_Plan]
@@ -309,7 +315,9 @@ class Engine:
         probation = self._inflight.probation
         applied: set[int] = set()
         claims: list[list[ClaimedDelivery]] = []
-        if not batch and not probation.dirty and not any(plan.room > 0 for plan in plans):
+        # Shared limits: every turn goes to the store, if only to say what this engine holds.
+        claiming = bool(plans) if self._shared else any(plan.room > 0 for plan in plans)
+        if not batch and not probation.dirty and not claiming:
             return applied, [[] for _ in plans]
         with transaction(self.conn):
             if batch:
@@ -317,10 +325,67 @@ class Engine:
             probation.save(self.conn, now=now)
             for plan in plans:
                 claims.append(self._claim(plan, now))
+            if self._shared and batch:
+                self._report_settled(batch, plans, now)
         return applied, claims
 
+    def _report_settled(self, batch: list[Item], plans: list[_Plan], now: float) -> None:
+        """Tell the other dispatchers that requests of these accounts settled, so that they
+        count them no more before this engine's next turn (the accounts of ``plans`` have
+        just said what they hold)."""
+        assert self._owner is not None
+        assert self._inflight is not None
+        planned = {plan.row.service_client_id for plan in plans}
+        for name in {delivery.service_client_id for delivery, _ in batch} - planned:
+            if name not in self._accounts:
+                continue  # removed from the store meanwhile: its row's lease runs out
+            duration = self._config.settings(name).duration_seconds
+            until = now + lease_seconds(duration, self.time_scale)
+            held = self._inflight.open_by_account[name]
+            ceilings.hold(self.conn, name, self._owner.base, in_flight=held, lease_until=until)
+
     def _claim(self, plan: _Plan, now: float) -> list[ClaimedDelivery]:
+        if not self._shared:
+            return self._claim_room(plan, plan.room, now)
+        assert self._owner is not None
+        assert self._inflight is not None
+        name = plan.row.service_client_id
+        claimed = self._claim_room(plan, self._turn(plan, now), now)
+        held = self._inflight.open_by_account[name] + len(claimed)
+        ceilings.hold(
+            self.conn, name, self._owner.base, in_flight=held, lease_until=now + plan.lease
+        )
+        return claimed
+
+    def _turn(self, plan: _Plan, now: float) -> int:
+        """With limits shared by every dispatcher on the store: what this engine may claim for
+        the account now, 0 when the cycle is not its own. The account's cycle is taken by one
+        dispatcher at a time, Duration apart (the store keeps when the next may start); the room
+        is MaxConcurrentRequests less the requests in flight of every dispatcher. An engine that
+        would have no room leaves the turn to one that has (the others' counts are those of their
+        last cycle) and looks again at its own next cycle."""
+        assert self._owner is not None
+        conn, account, name = self.conn, plan.account, plan.row.service_client_id
+        seen = ceilings.next_cycle_at(conn, name)
+        if seen is not None and seen > now:
+            account.next_cycle_at = seen  # another dispatcher runs this cycle
+            return 0
         if plan.room <= 0:
+            return 0
+        room = plan.room - ceilings.others_in_flight(conn, name, self._owner.base, now=now)
+        if room <= 0:
+            return 0
+        # The store's cadence, or this engine's when later (its last cycle overran Duration).
+        next_at = account.next_cycle_at
+        if seen is not None:
+            next_at = max(next_at, ceilings.next_cycle(seen, now, plan.period))
+        if not ceilings.take_turn(conn, name, seen=seen, next_at=next_at):
+            return 0
+        account.next_cycle_at = next_at
+        return room
+
+    def _claim_room(self, plan: _Plan, room: int, now: float) -> list[ClaimedDelivery]:
+        if room <= 0:
             return []
         name = plan.row.service_client_id
         settings = plan.settings
@@ -331,7 +396,7 @@ class Engine:
         claimed = claim_due(
             self.conn,
             now,
-            plan.room,
+            room,
             plan.lease,
             plan.owner,
             account=name,
@@ -340,7 +405,7 @@ class Engine:
         )
         # In --once mode, whether more is due decides between waiting for the next cycle and
         # polling for the last answers.
-        plan.account.full = len(claimed) >= plan.room and dispatcher_state.due_exists(
+        plan.account.full = len(claimed) >= room and dispatcher_state.due_exists(
             self.conn, now, name
         )
         return claimed

@@ -3,7 +3,8 @@
 A claim is a lease (``store/deliveries.py``): a dispatcher that dies leaves its deliveries
 ``in_flight`` until ``lease_until``, after which any claimer takes them back. To make recovery
 immediate after a crash on the same machine, owners are named ``host:pid:token:cycle``; at start an
-engine gives back at once the leases of owners on this host whose process is gone (or is this very
+engine gives back at once the leases (and the share of the accounts' ceilings, held under
+``host:pid:token``) of owners on this host whose process is gone (or is this very
 process under a token no engine here uses any more). Leases of live processes, and of other hosts,
 are left to expire.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS
 from prefctl.store import Store
+from prefctl.store.ceilings import release_slots, slot_owners
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import release_claims
 from prefctl.store.dispatcher_state import lease_owners
@@ -62,19 +64,25 @@ def lease_seconds(duration_seconds: float, time_scale: float) -> float:
 
 
 def release_dead_owners(conn: Store) -> int:
-    """Give back the leases of dead owners on this host; returns how many deliveries."""
+    """Give back the leases of dead owners on this host, and the share of the accounts'
+    MaxConcurrentRequests they held (``store/ceilings.py``); returns how many deliveries."""
     host = socket.gethostname()
     released = 0
     with transaction(conn):
         for owner in lease_owners(conn):
             if _is_dead(owner, host):
                 released += release_claims(conn, owner)
+        for owner in slot_owners(conn):
+            if _is_dead(owner, host):
+                release_slots(conn, owner)
     return released
 
 
 def _is_dead(owner: str, host: str) -> bool:
+    """Whether ``owner`` (``host:pid:token``, with ``:cycle`` for a claim) is an engine of this
+    host that is gone."""
     parts = owner.split(":")
-    if len(parts) != 4 or parts[0] != host or not parts[1].isdigit():
+    if len(parts) not in (3, 4) or parts[0] != host or not parts[1].isdigit():
         return False  # another host, or a claimer that is not an engine: wait for the lease
     pid, token = int(parts[1]), parts[2]
     if pid == os.getpid():

@@ -125,15 +125,20 @@ def open_incident(
     now: float,
     next_alert_at: float,
     window_start: float,
-) -> Incident:
+) -> Incident | None:
     """Open an incident that takes the subscription's waiting dead letters since
-    ``window_start``; older ones can no longer count and are dropped."""
-    cursor = conn.execute(
+    ``window_start``; older ones can no longer count and are dropped. None when the
+    subscription has an incident already (another dispatcher on the store opened it since the
+    caller looked)."""
+    row = conn.execute(
         "INSERT INTO alert_incidents (service_client_id, subscription_id, state, opened_at,"
-        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)",
+        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)"
+        " ON CONFLICT (subscription_id) WHERE state <> 'closed' DO NOTHING RETURNING id",
         (account, subscription_id, now, now, next_alert_at),
-    )
-    incident_id = int(cursor.lastrowid or 0)
+    ).fetchone()
+    if row is None:
+        return None
+    incident_id = int(row[0])
     prune_unattached(conn, before=window_start, subscription_id=subscription_id)
     attached = attach_recent(conn, subscription_id, incident_id)
     conn.execute(
@@ -161,13 +166,21 @@ def record_alert(
     at: float,
     next_alert_at: float | None,
     state: IncidentState,
-) -> None:
-    """Note that the incident sent an alert at ``at`` and when the next may go."""
-    conn.execute(
+    alerts_sent: int | None = None,
+) -> bool:
+    """Note that the incident sent an alert at ``at`` and when the next may go. With
+    ``alerts_sent`` (the count read in this transaction) only if no one recorded another alert
+    meanwhile: False then, and this one must not be written (several dispatchers share the
+    store)."""
+    sql = (
         "UPDATE alert_incidents SET alerts_sent = alerts_sent + 1, last_alert_at = ?,"
-        " next_alert_at = ?, state = ? WHERE id = ?",
-        (at, next_alert_at, state, incident_id),
+        " next_alert_at = ?, state = ? WHERE id = ?"
     )
+    params: tuple[object, ...] = (at, next_alert_at, state, incident_id)
+    if alerts_sent is not None:
+        sql += " AND alerts_sent = ?"
+        params += (alerts_sent,)
+    return conn.execute(sql, params).rowcount == 1
 
 
 def set_recovered(conn: sqlite3.Connection, incident_id: int, *, at: float) -> None:

@@ -4,9 +4,14 @@ text, whichever sink took it, so ``prefctl alerts`` can show the ones sent by SM
 An alert is recorded as pending before it is sent (an outbox), then marked with the sink that took
 it. Incidents, which decide when alerts are written, are in ``store/alert_incidents.py``.
 
+Several dispatchers may share a store: an alert is sent by the one that claims it first
+(``claim_alert``, migration ``0010_account_ceilings``), so it goes out once however many see it
+pending; a claim that ends without the alert sent (its sender died) lets another take it.
+
     >>> alert_id = add_alert(conn, NewAlert(...))      # pending
     >>> set_alert_message(conn, alert_id, message.as_string())
-    >>> mark_sent(conn, alert_id, sink="mbox", at=now, smtp_error=None)
+    >>> if claim_alert(conn, alert_id, "host:12:ab", now=now, until=now + 60):
+    ...     mark_sent(conn, alert_id, sink="mbox", at=now, smtp_error=None)
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ __all__ = [
     "AlertRecord",
     "NewAlert",
     "add_alert",
+    "claim_alert",
     "get_alert",
     "last_alert_at",
     "list_alerts",
     "mark_sent",
     "pending_alerts",
     "set_alert_message",
+    "unclaim_alert",
 ]
 
 AlertKind = Literal["opened", "update", "paused", "recovered"]
@@ -121,6 +128,28 @@ def pending_alerts(conn: sqlite3.Connection) -> list[AlertRecord]:
     """Alerts written but not yet sent, oldest first."""
     rows = conn.execute("SELECT * FROM alert_messages WHERE state = 'pending' ORDER BY id")
     return [_alert(row) for row in rows]
+
+
+def claim_alert(
+    conn: sqlite3.Connection, alert_id: int, sender: str, *, now: float, until: float
+) -> bool:
+    """Take the sending of a pending alert until ``until``: True when ``sender`` now holds it
+    (nobody did, or the previous claim ended by ``now`` without the alert sent)."""
+    cursor = conn.execute(
+        "UPDATE alert_messages SET claimed_by = ?, claimed_until = ?"
+        " WHERE id = ? AND state = 'pending' AND (claimed_until IS NULL OR claimed_until <= ?)",
+        (sender, until, alert_id, now),
+    )
+    return cursor.rowcount == 1
+
+
+def unclaim_alert(conn: sqlite3.Connection, alert_id: int, sender: str) -> None:
+    """Give back ``sender``'s claim of an alert it could not send (the next call tries again)."""
+    conn.execute(
+        "UPDATE alert_messages SET claimed_by = NULL, claimed_until = NULL"
+        " WHERE id = ? AND claimed_by = ? AND state = 'pending'",
+        (alert_id, sender),
+    )
 
 
 def mark_sent(
