@@ -9,18 +9,17 @@ back, what was expected, and what to set in profiles.toml to match, when a setti
 (and why). The report is a ``prefctl.receiver.conformance.Report``, so it renders and writes JUnit
 as ``endpoint check`` does.
 
+The modules, one concept each: ``session`` (the configuration, the connection to the deployment
+and the test data), ``evidence`` (reading answers and requests), the cases by subject
+(``token_cases``, ``rest_cases``, ``write_cases``) and ``run`` (the cases in order, the report).
+
     >>> report = check_service(ServiceCheckConfig(profile, signing), clock=SystemClock())
     >>> [case.name for case in report.failures]
 """
 
 from __future__ import annotations
 
-from prefctl.servicecheck.check import (
-    CASE_NAMES,
-    NAME_PREFIX,
-    SUITE_NAME,
-    ServiceCheckConfig,
-    check_service,
-)
+from prefctl.servicecheck.run import CASE_NAMES, SUITE_NAME, check_service
+from prefctl.servicecheck.session import NAME_PREFIX, ServiceCheckConfig
 
 __all__ = ["CASE_NAMES", "NAME_PREFIX", "SUITE_NAME", "ServiceCheckConfig", "check_service"]
