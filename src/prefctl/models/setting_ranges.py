@@ -17,7 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from prefctl.webhooks.https_rule import ALLOW_HTTP_SETTING
+
 __all__ = [
+    "ALLOW_HTTP_SETTING",
+    "EMIT_UPDATED_FULL",
     "INTEGER_MAX",
     "SETTING_NAMES",
     "SETTING_RANGES",
@@ -112,6 +116,9 @@ SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
 )
 
 
+EMIT_UPDATED_FULL = "EmitUpdatedFull"
+
+
 @dataclass(frozen=True, slots=True)
 class SettingSwitch:
     """An emulator-only account setting that is true or false (a real deployment has none)."""
@@ -126,13 +133,13 @@ SETTING_SWITCHES: Mapping[str, SettingSwitch] = MappingProxyType(
         s.name: s
         for s in (
             SettingSwitch(
-                "AllowHttpWebhooks",
+                ALLOW_HTTP_SETTING,
                 False,
                 "emulator only: accept and deliver to plain-http webhook URLs on hosts other than "
                 "loopback (a private test network; the spec makes HTTPS mandatory)",
             ),
             SettingSwitch(
-                "EmitUpdatedFull",
+                EMIT_UPDATED_FULL,
                 True,
                 "emulator only: send profile.updatedfull beside profile.updated on every update "
                 "(false: the spec's example list exactly)",

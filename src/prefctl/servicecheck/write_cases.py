@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prefctl.hosts import is_loopback
+from prefctl.models.setting_ranges import EMIT_UPDATED_FULL
 from prefctl.receiver import Kind, ReceiverConfig, Verdict, start_in_thread
 from prefctl.servicecheck.evidence import (
     envelope_problems,
@@ -324,15 +325,21 @@ def event_types(session: Session) -> str:
         "for a new first name and a new email: the service documentation's example ("
         "Events → Rules) "
         + ", ".join(sorted(_RULE4_EVENTS))
-        + f", and {_UPDATED_FULL} beside profile.updated (as the emulator sends them)"
+        + f", and {_UPDATED_FULL} beside profile.updated (the emulator's default: "
+        f"{EMIT_UPDATED_FULL}=true)"
     )
     absent = sorted(_RULE4_EVENTS - set(types))
     if absent:
         raise Differs(f"no {', '.join(absent)}")
     if _UPDATED_FULL not in types:
+        # The deployment made the other choice the spec leaves open: its list is the example's
+        # exactly. The setting that makes the emulator play it is the account's, not the profile's.
         raise Differs(
-            f"no {_UPDATED_FULL} beside profile.updated, which the emulator always sends: "
-            "subscribe to profile.updated rather than counting on it"
+            f"no {_UPDATED_FULL} beside profile.updated: the deployment sends the documentation's "
+            f"list exactly; the emulator plays it with 'prefctl settings set "
+            f"{EMIT_UPDATED_FULL}=false' (subscribe to profile.updated rather than counting "
+            f"on {_UPDATED_FULL})",
+            setting=f"{EMIT_UPDATED_FULL}=false",
         )
     return "as the emulator: " + ", ".join(expected)
 
