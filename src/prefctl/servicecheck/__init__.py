@@ -5,8 +5,8 @@ It is ``endpoint check`` turned around: instead of playing the service against a
 plays a client against the service a profile points at (a real Sandbox, or the emulator), and it
 starts a receiver of its own so that a temporary subscription shows what the deployment sends.
 Each case ends ``pass`` (matches), ``fail`` (differs, with the evidence: the request, what came
-back, what was expected, and what to set in profiles.toml to match, when a setting can) or ``skip``
-(and why). The report is a ``prefctl.receiver.conformance.Report``, so it renders and writes JUnit
+back, what was expected, and what to set to match, when a setting can: a profiles.toml key, or the
+emulator's account setting that plays the deployment's choice) or ``skip`` (and why). The report is a ``prefctl.receiver.conformance.Report``, so it renders and writes JUnit
 as ``endpoint check`` does.
 
 The modules, one concept each: ``session`` (the configuration, the connection to the deployment
