@@ -94,6 +94,8 @@ def test_settings_switch_is_stored_and_read_back_as_a_boolean(conn: sqlite3.Conn
     settings.update_settings(conn, ACCOUNT, {"EmitUpdatedFull": False})
 
     assert settings.get_settings(conn, ACCOUNT)["EmitUpdatedFull"] is False
+    assert settings.get_switch(conn, ACCOUNT, "EmitUpdatedFull") is False
+    assert settings.get_switch(conn, ACCOUNT, "AllowHttpWebhooks") is False  # its default
 
 
 def test_settings_switch_given_a_number_is_refused(conn: sqlite3.Connection) -> None:

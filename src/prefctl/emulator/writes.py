@@ -42,7 +42,7 @@ from prefctl.store import Store, profiles
 from prefctl.store import events as event_store
 from prefctl.store.db import atomic
 from prefctl.store.deliveries import add_deliveries
-from prefctl.store.settings import get_settings
+from prefctl.store.settings import get_switch
 from prefctl.store.timestamps import epoch, from_epoch
 from prefctl.webhooks.envelope import new_event_id
 
@@ -166,8 +166,8 @@ class ProfileWriter:
     def _store(
         self, operation: Operation, old: WireProfile | None, new: WireProfile
     ) -> WriteResult:
-        updated_full = operation != "update" or bool(
-            get_settings(self._conn, self._account)[EMIT_UPDATED_FULL]
+        updated_full = operation != "update" or get_switch(
+            self._conn, self._account, EMIT_UPDATED_FULL
         )
         changes = events_for_change(operation, old, new, updated_full=updated_full)
         if operation == "update" and not changes:

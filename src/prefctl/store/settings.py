@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from prefctl.errors import UsageError
 from prefctl.models.setting_ranges import SETTING_NAMES, SETTING_RANGES, SETTING_SWITCHES
 
-__all__ = ["default_settings", "get_settings", "put_settings", "update_settings"]
+__all__ = [
+    "default_settings",
+    "get_settings",
+    "get_switch",
+    "put_settings",
+    "update_settings",
+]
 
 
 def default_settings() -> dict[str, int]:
@@ -38,6 +44,16 @@ def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
         if name in settings
     )
     return settings
+
+
+def get_switch(conn: sqlite3.Connection, account: str, name: str) -> bool:
+    """One of the emulator's switches (``SETTING_SWITCHES``) of ``account``: one row read, for
+    the paths that ask on every write."""
+    row = conn.execute(
+        "SELECT value FROM webhook_settings WHERE service_client_id = ? AND name = ?",
+        (account, name),
+    ).fetchone()
+    return SETTING_SWITCHES[name].default if row is None else bool(row[0])
 
 
 def put_settings(

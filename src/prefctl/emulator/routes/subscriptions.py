@@ -55,7 +55,7 @@ from prefctl.models.subscription import Alerts, StrictSubscriptionInput, Subscri
 from prefctl.store import Store
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
-from prefctl.store.settings import get_settings
+from prefctl.store.settings import get_switch
 from prefctl.store.subscriptions import DuplicateSubscriptionError, SubscriptionRecord
 from prefctl.store.timestamps import epoch, wire_time
 from prefctl.webhooks.https_rule import ALLOW_HTTP_SETTING, https_problem
@@ -238,8 +238,7 @@ def _stored_body(
 
 def _check_https(conn: Store, account: str, url: str) -> None:
     """A 400 naming the rule for a plain-http Url off loopback, unless the account allows it."""
-    allowed = bool(get_settings(conn, account)[ALLOW_HTTP_SETTING])
-    problem = https_problem(url, allow_http=allowed)
+    problem = https_problem(url, allow_http=get_switch(conn, account, ALLOW_HTTP_SETTING))
     if problem is not None:
         raise ProblemError(
             400,
