@@ -156,3 +156,17 @@ def test_events_list_all_as_a_table_shows_every_page(emulator: RunningEmulator, 
     assert table.stdout == cli("events", "list", "--profile-id", profile_id).stdout
     assert table.stdout.count("tag.added") == 2
     assert "profile.created" in table.stdout
+
+
+def test_events_trigger_updatedfull_with_emit_updated_full_off_names_the_setting(
+    emulator: RunningEmulator, cli
+) -> None:
+    assert cli("settings", "set", "EmitUpdatedFull=false").exit_code == 0
+    try:
+        result = cli("events", "trigger", "profile.updatedfull")
+    finally:
+        assert cli("settings", "set", "EmitUpdatedFull=true").exit_code == 0
+
+    assert result.exit_code == 1, result.output
+    assert "produced no profile.updatedfull event" in result.stderr
+    assert "prefctl settings set EmitUpdatedFull=true" in result.stderr

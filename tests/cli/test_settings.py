@@ -12,7 +12,7 @@ from tests.helpers import free_port
 def test_settings_get_json_is_the_api_object(emulator: RunningEmulator, cli) -> None:
     result = cli("-o", "json", "settings", "get")
     assert result.exit_code == 0, result.output
-    assert set(result.json) == set(SETTING_RANGES)
+    assert set(result.json) == {*SETTING_RANGES, "AllowHttpWebhooks", "EmitUpdatedFull"}
 
 
 def test_settings_get_table_shows_ranges(emulator: RunningEmulator, cli) -> None:
@@ -114,3 +114,46 @@ def test_verbose_logs_each_request_on_stderr_and_never_the_token(
     token = cli("token", "get").stdout.strip()
     assert token
     assert token not in result.stderr
+
+
+def test_settings_set_allow_http_webhooks_true_lets_a_plain_http_subscription_in(
+    emulator: RunningEmulator, cli
+) -> None:
+    # No subscription is made for the refused URL; the one accepted stays on this machine.
+    url = f"http://0.0.0.0:{free_port()}/in"
+    create = ("subscriptions", "create", "--no-wait", "--name", "lan", "-e", "profile.created")
+    refused = cli(*create, "--url", url)
+    assert refused.exit_code == 1, refused.output
+    assert "HTTPS is mandatory" in refused.stderr
+    assert "AllowHttpWebhooks" in refused.stderr
+
+    result = cli("-o", "json", "settings", "set", "AllowHttpWebhooks", "true")
+
+    assert result.exit_code == 0, result.output
+    assert result.json["AllowHttpWebhooks"] is True
+    assert "set AllowHttpWebhooks=true" in result.stderr
+    try:
+        accepted = cli("-o", "json", *create, "--url", url)
+        assert accepted.exit_code == 0, accepted.output
+        assert cli("subscriptions", "delete", "lan", "--yes").exit_code == 0
+    finally:
+        assert cli("settings", "set", "AllowHttpWebhooks=false").exit_code == 0
+
+
+def test_settings_get_table_shows_a_switch_as_true_or_false(emulator: RunningEmulator, cli) -> None:
+    result = cli("settings", "get")
+
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("EmitUpdatedFull")]
+    assert line.split("\t") == ["EmitUpdatedFull", "true", "true or false", "true"]
+
+
+def test_settings_set_switch_not_a_boolean_exits_2_in_words(emulator: RunningEmulator, cli) -> None:
+    before = cli("-o", "json", "settings", "get").json
+
+    result = cli("settings", "set", "EmitUpdatedFull=maybe")
+
+    assert result.exit_code == 2, result.output
+    message = "error: EmitUpdatedFull must be true or false, not 'maybe'"
+    assert result.stderr.splitlines()[0].startswith(message)
+    assert cli("-o", "json", "settings", "get").json == before

@@ -67,12 +67,8 @@ def _only(events: list[ChangeEvent]) -> ChangeEvent:
 
 
 # --- the spec's example (Events → Rules, rule 4) -------------------------------------------------
-
-
-def test_events_for_change_spec_example_email_preference_consent_yields_spec_list() -> None:
-    """Adding an email, updating a preference and granting a consent yields profile.updated,
-    contacts.email.added, preference.added and consent.filterassociation.created (spec), plus
-    profile.updatedfull (docs/emulator.md)."""
+def _spec_example() -> dict[str, Any]:
+    """The base profile after adding an email, updating a preference and granting a consent."""
     new = _base()
     new["Emails"].append({"Address": "ann@work.example", "Type": "Work"})
     # The customer opts in to SMS offers: a preference for a Program/Filter/Channel not set before.
@@ -81,6 +77,14 @@ def test_events_for_change_spec_example_email_preference_consent_yields_spec_lis
     )
     # ... and grants the Marketing consent for the Offers filter too.
     new["Consents"][0]["Filters"].append("Offers")
+    return new
+
+
+def test_events_for_change_spec_example_email_preference_consent_yields_spec_list() -> None:
+    """Adding an email, updating a preference and granting a consent yields profile.updated,
+    contacts.email.added, preference.added and consent.filterassociation.created (spec), plus
+    profile.updatedfull (docs/emulator.md)."""
+    new = _spec_example()
     events = _update(new)
     assert _types(events) == [
         "profile.updated",
@@ -102,6 +106,18 @@ def test_events_for_change_spec_example_email_preference_consent_yields_spec_lis
         "ConsentVersion": "v1",
         "Filter": "Offers",
     }
+
+
+def test_events_for_change_without_updated_full_is_the_spec_example_list_exactly() -> None:
+    """EmitUpdatedFull=false (docs/decisions.md): the spec's list, and nothing else."""
+    events = events_for_change("update", _base(), _spec_example(), updated_full=False)
+
+    assert _types(events) == [
+        "profile.updated",
+        "contacts.email.added",
+        "preference.added",
+        "consent.filterassociation.created",
+    ]
 
 
 # --- operations ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ DEFAULTS = {
     "AlertThresholdMin": 1,
     "AlertThresholdMax": 15,
 }
+SWITCH_DEFAULTS = {"AllowHttpWebhooks": False, "EmitUpdatedFull": True}
 
 
 def _error_locations(body: dict[str, Any]) -> dict[str, str]:
@@ -29,7 +30,12 @@ def _error_locations(body: dict[str, Any]) -> dict[str, str]:
 
 
 def test_webhook_settings_empty_body_gets_design_defaults() -> None:
-    assert dump_wire(WebhookSettings.model_validate({})) == DEFAULTS
+    assert dump_wire(WebhookSettings.model_validate({})) == DEFAULTS | SWITCH_DEFAULTS
+
+
+@pytest.mark.parametrize("value", [1, "true", None])
+def test_webhook_settings_switch_not_a_json_boolean_is_refused(value: object) -> None:
+    assert set(_error_locations({"EmitUpdatedFull": value})) == {"EmitUpdatedFull"}
 
 
 def test_setting_ranges_cover_every_field_with_the_model_default() -> None:

@@ -224,3 +224,24 @@ def test_emulator_start_with_an_unknown_signature_encoding_is_a_usage_error(
     assert result.exit_code == 2
     assert "signature encoding must be raw or hex, not 'b64'" in result.stderr
     assert not (tmp_path / "bad" / "emulator.db").exists()
+
+
+def test_service_check_emulator_without_updatedfull_differs_and_names_the_setting(
+    emulator: RunningEmulator,
+) -> None:
+    # The deployment plays the spec's example list exactly; the profile expects the default.
+    assert run_cli("settings", "set", "EmitUpdatedFull=false").exit_code == 0
+    try:
+        result = run_cli("service", "check", "-o", "json")
+    finally:
+        assert run_cli("settings", "set", "EmitUpdatedFull=true").exit_code == 0
+
+    assert result.exit_code == 1, result.output
+    case = _cases(result.json)["event_types"]
+    assert case["result"] == "fail"
+    assert case["evidence"]["setting"] == "EmitUpdatedFull=false"
+    assert "prefctl settings set EmitUpdatedFull=false" in case["reason"]
+    assert "profile.updatedfull" not in case["figures"]["event_types"]
+    others = [c["name"] for c in result.json["cases"] if c["result"] == "fail"]
+    assert others == ["event_types"]
+    assert _leftovers() == []

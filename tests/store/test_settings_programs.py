@@ -23,8 +23,9 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
 
 def test_settings_start_at_the_model_defaults(conn: sqlite3.Connection) -> None:
     stored = settings.get_settings(conn, ACCOUNT)
-    assert list(stored) == list(SETTING_RANGES)
-    assert stored == {name: limits.default for name, limits in SETTING_RANGES.items()}
+    assert list(stored) == [*SETTING_RANGES, "AllowHttpWebhooks", "EmitUpdatedFull"]
+    defaults = {name: limits.default for name, limits in SETTING_RANGES.items()}
+    assert stored == defaults | {"AllowHttpWebhooks": False, "EmitUpdatedFull": True}
     assert WebhookSettings.model_validate(stored) == WebhookSettings()
 
 
@@ -87,3 +88,16 @@ def test_list_programs_by_type(conn: sqlite3.Connection) -> None:
         programs.seed_programs(conn, ACCOUNT)
     informational = programs.list_programs(conn, ACCOUNT, program_type="Informational")
     assert [p["Name"] for p in informational] == ["Newsletter", "Product Updates"]
+
+
+def test_settings_switch_is_stored_and_read_back_as_a_boolean(conn: sqlite3.Connection) -> None:
+    settings.update_settings(conn, ACCOUNT, {"EmitUpdatedFull": False})
+
+    assert settings.get_settings(conn, ACCOUNT)["EmitUpdatedFull"] is False
+    assert settings.get_switch(conn, ACCOUNT, "EmitUpdatedFull") is False
+    assert settings.get_switch(conn, ACCOUNT, "AllowHttpWebhooks") is False  # its default
+
+
+def test_settings_switch_given_a_number_is_refused(conn: sqlite3.Connection) -> None:
+    with pytest.raises(UsageError, match="EmitUpdatedFull must be true or false"):
+        settings.update_settings(conn, ACCOUNT, {"EmitUpdatedFull": 0})

@@ -4,7 +4,8 @@ PUT replaces the whole record (a setting left out goes back to its default), so 
 the current settings, applies the changes and checks every value against ``SETTING_RANGES``
 *before* sending: a bad value never reaches the service, and the error names the setting and its
 range. ``parse_changes`` reads ``KEY=VALUE`` pairs; keys are the wire names in any case, or
-their kebab-case form (``max-concurrent-requests``).
+their kebab-case form (``max-concurrent-requests``). The emulator's own switches
+(``SETTING_SWITCHES``: ``AllowHttpWebhooks``, ``EmitUpdatedFull``) take true or false.
 
     >>> SettingsApi(client).update(parse_changes(["Duration=5", "max-delivery-attempts=10"]))
 """
@@ -17,7 +18,13 @@ from typing import Any
 
 from prefctl.api.client import ApiClient, Resource
 from prefctl.errors import UsageError
-from prefctl.models.setting_ranges import SETTING_RANGES, SettingRange
+from prefctl.models.setting_ranges import (
+    SETTING_NAMES,
+    SETTING_RANGES,
+    SETTING_SWITCHES,
+    SettingRange,
+    parse_switch,
+)
 
 __all__ = [
     "SETTINGS_PATH",
@@ -41,28 +48,48 @@ def describe_range(limits: SettingRange) -> str:
 def setting_name(key: str) -> str:
     """The wire name of ``key`` (``duration``, ``max-delivery-attempts``…); UsageError if none."""
     folded = key.strip().replace("-", "").replace("_", "").lower()
-    for name in SETTING_RANGES:
+    for name in SETTING_NAMES:
         if name.lower() == folded:
             return name
-    raise UsageError(f"unknown setting '{key}'", hint=f"settings: {', '.join(SETTING_RANGES)}")
+    raise UsageError(f"unknown setting '{key}'", hint=f"settings: {', '.join(SETTING_NAMES)}")
 
 
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
-def parse_changes(pairs: Iterable[str]) -> dict[str, int]:
-    """``["Duration=5"]`` → ``{"Duration": 5}``; UsageError for a bad pair, a value that is not
-    a whole number in ASCII digits (``int()`` alone would take ``٥`` or ``1_0``), or a setting
-    given twice (which of the two was meant?)."""
-    changes: dict[str, int] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
+def _pairs(args: list[str]) -> Iterable[tuple[str, str]]:
+    """``KEY=VALUE`` arguments, or a setting's name followed by its value as the next argument
+    (``AllowHttpWebhooks true``, as ``config set`` takes them)."""
+    position = 0
+    while position < len(args):
+        arg = args[position]
+        key, sep, raw = arg.partition("=")
         if not sep:
-            raise UsageError(f"'{pair}' is not KEY=VALUE", hint="e.g. Duration=5")
+            following = args[position + 1] if position + 1 < len(args) else None
+            if following is None or "=" in following:
+                raise UsageError(f"'{arg}' is not KEY=VALUE", hint="e.g. Duration=5")
+            key, raw = arg, following
+            position += 1
+        position += 1
+        yield key, raw
+
+
+def parse_changes(pairs: Iterable[str]) -> dict[str, int | bool]:
+    """``["Duration=5"]`` → ``{"Duration": 5}``; UsageError for a bad pair, a value that is not
+    a whole number in ASCII digits (``int()`` alone would take ``٥`` or ``1_0``) or, for a
+    switch, not true or false, or a setting given twice (which of the two was meant?)."""
+    changes: dict[str, int | bool] = {}
+    for key, raw in _pairs(list(pairs)):
         name = setting_name(key)
         if name in changes:
             raise UsageError(f"{name} is given twice", hint="give each setting once")
         text = raw.strip()
+        if name in SETTING_SWITCHES:
+            try:
+                changes[name] = parse_switch(name, raw)
+            except ValueError as exc:
+                raise UsageError(str(exc), hint=f"e.g. {name}=true") from None
+            continue
         try:
             if not _WHOLE_NUMBER.fullmatch(text):
                 raise ValueError(text)
@@ -80,6 +107,12 @@ def check_settings(settings: Mapping[str, Any], changed: Iterable[str] | None = 
     checked first, and a pair that disagrees (a Max below its Min) is blamed on the one that was
     changed, so the message names what the user typed."""
     known = {k: v for k, v in settings.items() if k in SETTING_RANGES and isinstance(v, int)}
+    for name, switch in SETTING_SWITCHES.items():
+        if name in settings and not isinstance(settings[name], bool):
+            raise UsageError(
+                f"{name} must be true or false, not {settings[name]!r}",
+                hint=f"{name}: {switch.description}",
+            )
     changed = [name for name in changed or () if name in known]
     for name in dict.fromkeys([*changed, *known]):
         limits, value = SETTING_RANGES[name], known[name]
@@ -120,11 +153,19 @@ class SettingsApi:
         return self.client.resource("PUT", SETTINGS_PATH, body=dict(settings))
 
     def update(self, changes: Mapping[str, int]) -> Resource:
-        """Apply ``changes`` to the current settings and PUT the result (ranges checked first)."""
+        """Apply ``changes`` to the current settings and PUT the result (ranges checked first).
+        A switch the deployment does not show (a real service has none) is a UsageError."""
         if not changes:
             raise UsageError("nothing to set", hint="pass KEY=VALUE pairs, e.g. Duration=5")
         # Each value against its own range before any request; against the others after the GET.
         check_settings(changes, changes)
-        merged = {**self.get(), **changes}
+        current = self.get()
+        for name in changes:
+            if name in SETTING_SWITCHES and name not in current:
+                raise UsageError(
+                    f"{name} is an emulator-only setting: this deployment has none",
+                    hint="prefctl settings get lists the deployment's settings",
+                )
+        merged = {**current, **changes}
         check_settings(merged, changes)
         return self.client.resource("PUT", SETTINGS_PATH, body=merged)

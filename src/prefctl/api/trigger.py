@@ -31,6 +31,7 @@ from prefctl.api.profiles import ProfilesApi
 from prefctl.api.shapes import required_id, text
 from prefctl.api.trigger_recipes import Names, Target, recipes
 from prefctl.errors import PrefctlError, UsageError
+from prefctl.models.setting_ranges import EMIT_UPDATED_FULL
 from prefctl.webhooks import catalog
 
 __all__ = ["TriggerResult", "trigger"]
@@ -83,9 +84,14 @@ def trigger(
     recipe.final(target, profiles.get(profile_id))
     produced = [i for i in _event_ids(events, profile_id, event_type) if i not in before]
     if not produced:
+        hint = "'prefctl events list --profile-id' shows what it produced"
+        if event_type == "profile.updatedfull":
+            hint = (
+                f"the emulator sends it only while the account setting {EMIT_UPDATED_FULL} is "
+                f"true: prefctl settings set {EMIT_UPDATED_FULL}=true"
+            )
         raise PrefctlError(
-            f"the change made on profile {profile_id} produced no {event_type} event",
-            hint="'prefctl events list --profile-id' shows what it produced",
+            f"the change made on profile {profile_id} produced no {event_type} event", hint=hint
         )
     return TriggerResult(event_type, profile_id, created_profile, produced)
 

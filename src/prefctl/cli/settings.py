@@ -2,6 +2,7 @@
 
 prefctl settings get
 prefctl settings set Duration=5 MaxDeliveryAttempts=10     (ranges checked before sending)
+prefctl settings set EmitUpdatedFull=false                  (the emulator's own switches)
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def set_settings(
         list[str],
         typer.Argument(
             metavar="KEY=VALUE...",
-            help="Settings to change, e.g. Duration=5 or max-delivery-attempts=10; "
-            "'prefctl settings get' lists them.",
+            help="Settings to change, e.g. Duration=5, max-delivery-attempts=10 or (emulator "
+            "only) EmitUpdatedFull=false; 'prefctl settings get' lists them.",
         ),
     ],
 ) -> None:
@@ -61,33 +62,36 @@ def set_settings(
     Every value is checked against its range before anything is sent (exit 2 naming the setting and its range).
     """
     from prefctl.api.settings import SettingsApi, parse_changes
+    from prefctl.api.shapes import text
 
     state = get_state()
     changes = parse_changes(pairs)
     with api_client(state) as client:
         settings = SettingsApi(client).update(changes)
     _show(state, settings)
-    state.out.success("set " + ", ".join(f"{key}={value}" for key, value in changes.items()))
+    state.out.success("set " + ", ".join(f"{key}={text(value)}" for key, value in changes.items()))
 
 
 def _show(state: State, settings: dict[str, Any]) -> None:
     from prefctl.api.settings import describe_range
-    from prefctl.models.setting_ranges import SETTING_RANGES
+    from prefctl.api.shapes import text
+    from prefctl.models.setting_ranges import SETTING_RANGES, SETTING_SWITCHES
 
     if state.json:
         state.out.json(settings)
         return
     rows = []
     for name, value in settings.items():
-        limits = SETTING_RANGES.get(name)
-        rows.append(
-            {
-                "setting": name,
-                "value": scalar(value),  # another shape: an empty cell (api/shapes)
-                "range": describe_range(limits) if limits else None,
-                "default": limits.default if limits else None,
-            }
-        )
+        limits, switch = SETTING_RANGES.get(name), SETTING_SWITCHES.get(name)
+        row = {
+            "setting": name,
+            "value": scalar(value),  # another shape: an empty cell (api/shapes)
+            "range": describe_range(limits) if limits else None,
+            "default": limits.default if limits else None,
+        }
+        if switch is not None:
+            row.update(value=text(value), range="true or false", default=text(switch.default))
+        rows.append(row)
     state.out.table(
         rows,
         GET_COLUMNS,

@@ -30,6 +30,7 @@ class DeliverySettings:
     duration_seconds: int
     max_delivery_attempts: int
     event_ttl_minutes: int
+    allow_http_webhooks: bool = False  # the emulator's switch: plain http off loopback allowed
 
     @classmethod
     def of(cls, stored: Mapping[str, int]) -> DeliverySettings:
@@ -38,6 +39,7 @@ class DeliverySettings:
             duration_seconds=stored["Duration"],
             max_delivery_attempts=stored["MaxDeliveryAttempts"],
             event_ttl_minutes=stored["EventTimeToLiveMinutes"],
+            allow_http_webhooks=bool(stored.get("AllowHttpWebhooks", False)),
         )
 
 

@@ -74,12 +74,14 @@ from prefctl.store.db import transaction
 from prefctl.store.deliveries import (
     Attempt,
     ClaimedDelivery,
+    DeliveryResult,
     claim_due,
     record_results,
     release_claims,
 )
 from prefctl.store.delivery_history import get_delivery
 from prefctl.store.timestamps import epoch, wire_time
+from prefctl.webhooks.https_rule import https_problem
 from prefctl.webhooks.signature import RAW, SigningCredentials, Verifier, format_header
 
 __all__ = ["CycleReport", "Engine", "EngineTotals"]
@@ -442,15 +444,18 @@ class Engine:
                 due = rules.rule(delivery.event_time)
                 reason = policy.check_due(delivery.attempts, due, rule_now, limits)
                 if reason is not None:
-                    dead = result(
-                        delivery,
-                        state="dead_lettered",
-                        attempts=delivery.attempts,
-                        at=now,
-                        owner=owner,
-                        attempt=None,
+                    self._carried.append((delivery, _dead_lettered(delivery, now, owner, reason)))
+                    continue
+                refused = https_problem(delivery.url, allow_http=settings.allow_http_webhooks)
+                if refused is not None:
+                    # A Url stored before the API refused it: unsent, as a Url failing validation
+                    # (``deadletters redrive`` sends it once the Url or the setting is fixed).
+                    skip = Attempt(
+                        delivery.attempts + 1, now, now, "skipped", error=f"not sent: {refused}"
                     )
-                    self._carried.append((delivery, replace(dead, dead_letter_reason=reason.value)))
+                    failed = policy.DeadLetterReason.VALIDATION_FAILED
+                    dead = _dead_lettered(delivery, now, owner, failed, skip)
+                    self._carried.append((delivery, dead))
                     continue
                 endpoint = (name, delivery.url)
                 slot = probation.admit(endpoint, rule_now)
@@ -633,3 +638,22 @@ class Engine:
 
 def _bytes(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
+
+
+def _dead_lettered(
+    delivery: ClaimedDelivery,
+    now: float,
+    owner: str,
+    reason: policy.DeadLetterReason,
+    attempt: Attempt | None = None,
+) -> DeliveryResult:
+    """``delivery`` dead-lettered at ``now`` for ``reason`` without being sent."""
+    dead = result(
+        delivery,
+        state="dead_lettered",
+        attempts=delivery.attempts,
+        at=now,
+        owner=owner,
+        attempt=attempt,
+    )
+    return replace(dead, dead_letter_reason=reason.value)

@@ -10,7 +10,8 @@ Operations
     ``{ProfileId, IsActive, ReasonCode}`` (delete: ``{ProfileId, ReasonCode}``), read from ``new``
     when given, else ``old``. import → nothing. update → nothing when nothing changed; otherwise
     profile.updated ``{ProfileId, ChangedFields: [top-level keys]}``, profile.updatedfull (whole new
-    profile), then one event per changed element, in the order of the sections below.
+    profile; left out with ``updated_full=False``, the account setting EmitUpdatedFull=false),
+    then one event per changed element, in the order of the sections below.
 
 What counts as a change
     ``ProfileId`` and ``Edited`` are ignored (the service maintains them). A missing key, null and
@@ -118,9 +119,14 @@ def changed_fields(old: WireDict, new: WireDict) -> list[str]:
 
 
 def events_for_change(
-    operation: Operation, old: WireDict | None, new: WireDict | None
+    operation: Operation,
+    old: WireDict | None,
+    new: WireDict | None,
+    *,
+    updated_full: bool = True,
 ) -> list[ChangeEvent]:
     """The events a profile write produces; see the module docstring for every rule.
+    ``updated_full`` False leaves profile.updatedfull out of an update's events.
 
     >>> [e.event_type for e in events_for_change("create", None, {"ProfileId": 1})]
     ['profile.created']
@@ -136,7 +142,7 @@ def events_for_change(
     if operation == "update":
         if old is None or new is None:
             raise ValueError("update needs the old and the new profile")
-        return _update_events(old, new)
+        return _update_events(old, new, updated_full=updated_full)
     profile = new if new is not None else old
     if profile is None:
         raise ValueError(f"{operation} needs the profile")
@@ -152,15 +158,14 @@ def _lifecycle_event(operation: str, profile: WireDict) -> ChangeEvent:
     return make_event(f"profile.{operation}d", data)
 
 
-def _update_events(old: WireDict, new: WireDict) -> list[ChangeEvent]:
+def _update_events(old: WireDict, new: WireDict, *, updated_full: bool) -> list[ChangeEvent]:
     fields = changed_fields(old, new)
     if not fields:
         return []
     profile_id = new.get("ProfileId", old.get("ProfileId"))
-    events = [
-        make_event("profile.updated", {"ProfileId": profile_id, "ChangedFields": fields}),
-        make_event("profile.updatedfull", new),
-    ]
+    events = [make_event("profile.updated", {"ProfileId": profile_id, "ChangedFields": fields})]
+    if updated_full:
+        events.append(make_event("profile.updatedfull", new))
     changed = frozenset(fields)
     for keys, section in _SECTIONS:
         # A section whose keys all compare equal (canonically, as ChangedFields does) has no

@@ -6,7 +6,8 @@ Every REST profile write goes through a ``ProfileWriter``. One call:
    each other's changes) and builds the new one: ProfileId, IsActive and ReasonCode kept (only
    deactivate/reactivate change them), Edited stamped with the user and the clock;
 2. computes the events with ``changes.events_for_change`` (an update that changes nothing stores
-   nothing and emits nothing);
+   nothing and emits nothing; the account setting EmitUpdatedFull=false leaves profile.updatedfull
+   out of an update's events);
 3. stores the profile (or deletes it), the events (one EventId each, from the injected rng) and
    one delivery per event and matching subscription: queued for Succeeded + Active ones, held for
    Succeeded + Paused with CatchUpOnResume, none otherwise (``emulator.fanout``; pass the
@@ -36,10 +37,12 @@ from prefctl.clock import Clock, FakeClock
 from prefctl.emulator.changes import Operation, events_for_change
 from prefctl.emulator.fanout import Fanout
 from prefctl.errors import NotFoundError
+from prefctl.models.setting_ranges import EMIT_UPDATED_FULL
 from prefctl.store import Store, profiles
 from prefctl.store import events as event_store
 from prefctl.store.db import atomic
 from prefctl.store.deliveries import add_deliveries
+from prefctl.store.settings import get_switch
 from prefctl.store.timestamps import epoch, from_epoch
 from prefctl.webhooks.envelope import new_event_id
 
@@ -163,7 +166,10 @@ class ProfileWriter:
     def _store(
         self, operation: Operation, old: WireProfile | None, new: WireProfile
     ) -> WriteResult:
-        changes = events_for_change(operation, old, new)
+        updated_full = operation != "update" or get_switch(
+            self._conn, self._account, EMIT_UPDATED_FULL
+        )
+        changes = events_for_change(operation, old, new, updated_full=updated_full)
         if operation == "update" and not changes:
             return WriteResult(old, (), 0)
         now = epoch(self._clock.now())

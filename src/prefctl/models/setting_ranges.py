@@ -2,8 +2,13 @@
 ``prefctl settings get`` and ``set`` check values against them, and ``prefctl.models.settings``
 builds its fields from them.
 
+Beside the spec's integer settings, ``SETTING_SWITCHES`` are the emulator's own true/false
+account settings: choices the emulator makes where the spec leaves room (docs/decisions.md).
+
 >>> SETTING_RANGES["Duration"].check(0)
 'Duration must be at least 1 (seconds)'
+>>> parse_switch("EmitUpdatedFull", "False")
+False
 """
 
 from __future__ import annotations
@@ -12,7 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["INTEGER_MAX", "SETTING_RANGES", "SettingRange"]
+from prefctl.webhooks.https_rule import ALLOW_HTTP_SETTING
+
+__all__ = [
+    "ALLOW_HTTP_SETTING",
+    "EMIT_UPDATED_FULL",
+    "INTEGER_MAX",
+    "SETTING_NAMES",
+    "SETTING_RANGES",
+    "SETTING_SWITCHES",
+    "SettingRange",
+    "SettingSwitch",
+    "parse_switch",
+]
 
 
 # Requests carry integers as signed 64-bit JSON numbers, so a setting without a maximum of its own
@@ -97,3 +114,52 @@ SETTING_RANGES: Mapping[str, SettingRange] = MappingProxyType(
         )
     }
 )
+
+
+EMIT_UPDATED_FULL = "EmitUpdatedFull"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSwitch:
+    """An emulator-only account setting that is true or false (a real deployment has none)."""
+
+    name: str
+    default: bool
+    description: str
+
+
+SETTING_SWITCHES: Mapping[str, SettingSwitch] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            SettingSwitch(
+                ALLOW_HTTP_SETTING,
+                False,
+                "emulator only: accept and deliver to plain-http webhook URLs on hosts other than "
+                "loopback (a private test network; the spec makes HTTPS mandatory)",
+            ),
+            SettingSwitch(
+                EMIT_UPDATED_FULL,
+                True,
+                "emulator only: send profile.updatedfull beside profile.updated on every update "
+                "(false: the spec's example list exactly)",
+            ),
+        )
+    }
+)
+
+# Every account setting, in the order ``settings get`` shows them.
+SETTING_NAMES: tuple[str, ...] = (*SETTING_RANGES, *SETTING_SWITCHES)
+
+_TRUE, _FALSE = frozenset({"true", "yes", "on", "1"}), frozenset({"false", "no", "off", "0"})
+
+
+def parse_switch(name: str, text: str) -> bool:
+    """``true``/``false`` (also yes/no, on/off, 1/0, any case) as a bool; ValueError with a
+    message that names the switch and what it takes otherwise."""
+    folded = text.strip().lower()
+    if folded in _TRUE:
+        return True
+    if folded in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, not '{text}'")

@@ -13,7 +13,12 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_pascal, to_snake
 
 from prefctl.models._base import WireModel, strict_model
-from prefctl.models.setting_ranges import INTEGER_MAX, SETTING_RANGES, SettingRange
+from prefctl.models.setting_ranges import (
+    INTEGER_MAX,
+    SETTING_RANGES,
+    SETTING_SWITCHES,
+    SettingRange,
+)
 
 __all__ = [
     "INTEGER_MAX",
@@ -36,6 +41,12 @@ def _field(name: str) -> Any:
     )
 
 
+def _switch(name: str) -> Any:
+    switch = SETTING_SWITCHES[name]
+    # strict: a JSON true or false, not 1 or "true".
+    return Field(default=switch.default, strict=True, description=switch.description)
+
+
 class WebhookSettings(WireModel):
     """The account's delivery and alert settings (``GET/PUT /settings/webhooks``).
 
@@ -50,6 +61,9 @@ class WebhookSettings(WireModel):
     alert_frequency_max: int = _field("AlertFrequencyMax")
     alert_threshold_min: int = _field("AlertThresholdMin")
     alert_threshold_max: int = _field("AlertThresholdMax")
+    # The emulator's own switches (docs/decisions.md); a real deployment has neither.
+    allow_http_webhooks: bool = _switch("AllowHttpWebhooks")
+    emit_updated_full: bool = _switch("EmitUpdatedFull")
 
     # Each Max is declared after its Min, so the Min is in info.data (unless it was invalid).
     @field_validator("alert_frequency_max", "alert_threshold_max")

@@ -3,6 +3,7 @@
 The names, ranges and defaults are ``models.settings.SETTING_RANGES``; a setting never written
 has its default there, so a new setting in a later release needs no migration. Values are checked
 against the ranges here too, because support-team commands write settings without the REST API.
+The emulator's true/false switches (``SETTING_SWITCHES``) are kept as 0 or 1 and read as booleans.
 
     >>> get_settings(conn, "DEMO_CORP")["MaxConcurrentRequests"]
     500
@@ -14,14 +15,21 @@ import sqlite3
 from collections.abc import Mapping
 
 from prefctl.errors import UsageError
-from prefctl.models.setting_ranges import SETTING_RANGES
+from prefctl.models.setting_ranges import SETTING_NAMES, SETTING_RANGES, SETTING_SWITCHES
 
-__all__ = ["default_settings", "get_settings", "put_settings", "update_settings"]
+__all__ = [
+    "default_settings",
+    "get_settings",
+    "get_switch",
+    "put_settings",
+    "update_settings",
+]
 
 
 def default_settings() -> dict[str, int]:
-    """Every setting at its default, in the documented order."""
-    return {name: limits.default for name, limits in SETTING_RANGES.items()}
+    """Every setting at its default, in the documented order (switches as booleans)."""
+    defaults = {name: limits.default for name, limits in SETTING_RANGES.items()}
+    return defaults | {name: switch.default for name, switch in SETTING_SWITCHES.items()}
 
 
 def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
@@ -30,8 +38,22 @@ def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
     rows = conn.execute(
         "SELECT name, value FROM webhook_settings WHERE service_client_id = ?", (account,)
     )
-    settings.update((name, value) for name, value in rows if name in settings)
+    settings.update(
+        (name, bool(value) if name in SETTING_SWITCHES else value)
+        for name, value in rows
+        if name in settings
+    )
     return settings
+
+
+def get_switch(conn: sqlite3.Connection, account: str, name: str) -> bool:
+    """One of the emulator's switches (``SETTING_SWITCHES``) of ``account``: one row read, for
+    the paths that ask on every write."""
+    row = conn.execute(
+        "SELECT value FROM webhook_settings WHERE service_client_id = ? AND name = ?",
+        (account, name),
+    ).fetchone()
+    return SETTING_SWITCHES[name].default if row is None else bool(row[0])
 
 
 def put_settings(
@@ -49,7 +71,12 @@ def update_settings(
 
 
 def _write(conn: sqlite3.Connection, account: str, settings: dict[str, int]) -> dict[str, int]:
-    problems = [f"unknown setting {name!r}" for name in settings if name not in SETTING_RANGES]
+    problems = [f"unknown setting {name!r}" for name in settings if name not in SETTING_NAMES]
+    problems += [
+        f"{name} must be true or false"
+        for name in SETTING_SWITCHES
+        if not isinstance(settings[name], bool)
+    ]
     for name, limits in SETTING_RANGES.items():
         value = settings[name]
         if isinstance(value, bool) or not isinstance(value, int):
@@ -63,6 +90,6 @@ def _write(conn: sqlite3.Connection, account: str, settings: dict[str, int]) -> 
     conn.executemany(
         "INSERT INTO webhook_settings (service_client_id, name, value) VALUES (?, ?, ?)"
         " ON CONFLICT (service_client_id, name) DO UPDATE SET value = excluded.value",
-        [(account, name, value) for name, value in settings.items()],
+        [(account, name, int(value)) for name, value in settings.items()],
     )
     return settings

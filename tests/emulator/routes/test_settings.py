@@ -9,7 +9,10 @@ import pytest
 from prefctl.models.settings import SETTING_RANGES
 from tests.emulator.routes._api import Api, assert_problem
 
-DEFAULTS = {name: limits.default for name, limits in SETTING_RANGES.items()}
+DEFAULTS = {name: limits.default for name, limits in SETTING_RANGES.items()} | {
+    "AllowHttpWebhooks": False,
+    "EmitUpdatedFull": True,
+}
 
 
 @pytest.fixture

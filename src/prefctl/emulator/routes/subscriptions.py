@@ -11,6 +11,9 @@
   so is a Name another subscription of the account has (names are unique, case-sensitively, as
   the CLI and the support team find subscriptions by name). A Name of digits only is a 400: it
   would read as an Id.
+- A plain-http Url to a host other than loopback is a 400 naming the rule (HTTPS is mandatory;
+  ``webhooks/https_rule.py``) unless the account's ``AllowHttpWebhooks`` is true. A PUT that
+  keeps a stored Url (one stored before the rule) is not refused for it.
 - ``Alerts`` are the support team's (``prefctl emulator alerts``): a body may repeat the stored
   value (GET → edit → PUT) but not change it.
 
@@ -52,8 +55,10 @@ from prefctl.models.subscription import Alerts, StrictSubscriptionInput, Subscri
 from prefctl.store import Store
 from prefctl.store import subscriptions as store
 from prefctl.store.db import transaction
+from prefctl.store.settings import get_switch
 from prefctl.store.subscriptions import DuplicateSubscriptionError, SubscriptionRecord
 from prefctl.store.timestamps import epoch, wire_time
+from prefctl.webhooks.https_rule import ALLOW_HTTP_SETTING, https_problem
 
 __all__ = ["SubscriptionList", "SubscriptionView", "router", "subscription_wire"]
 
@@ -120,6 +125,7 @@ def create_subscription(
     wire = _stored_body(body, current=None)
     conn = connection(request)
     with _conflicts(), transaction(conn):
+        _check_https(conn, account, wire["Url"])
         _check_name_free(conn, account, wire["Name"], current=None)
         record = store.create_subscription(
             conn, account, wire, actor=principal.user_id, now=epoch(ctx.clock.now())
@@ -167,6 +173,8 @@ def replace_subscription(
     with _conflicts(), transaction(conn):
         current = _existing(conn, principal, subscription_id)
         wire = _stored_body(body, current=current)
+        if wire["Url"] != current.url:
+            _check_https(conn, account, wire["Url"])
         _check_name_free(conn, account, wire["Name"], current=current)
         replaced = store.replace_subscription(
             conn,
@@ -226,6 +234,18 @@ def _stored_body(
     wire = dump_wire(body)
     wire["Alerts"] = dump_wire(kept, exclude_none=False)
     return wire
+
+
+def _check_https(conn: Store, account: str, url: str) -> None:
+    """A 400 naming the rule for a plain-http Url off loopback, unless the account allows it."""
+    problem = https_problem(url, allow_http=get_switch(conn, account, ALLOW_HTTP_SETTING))
+    if problem is not None:
+        raise ProblemError(
+            400,
+            "Invalid request body",
+            "1 field is invalid",
+            [{"field": "Url", "message": problem}],
+        )
 
 
 def _existing(conn: Store, principal: Principal, subscription_id: int) -> SubscriptionRecord:
