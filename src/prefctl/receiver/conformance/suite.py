@@ -285,6 +285,7 @@ class _Suite:
         if verdict.outcome is ReplyOutcome.REJECTED:
             raise _CaseFailed(verdict.message, answer.status)
         window = self.config.manual_window
+        self.figures.update(validation="manual", manual_window_s=window)
         if not self._await_validation(handshake.token, sent + window):
             raise _CaseFailed(
                 f"answered 200 without a code, but validationUrl was not fetched within the "
@@ -293,7 +294,7 @@ class _Suite:
                 answer.status,
             )
         waited = self.clock.monotonic() - sent
-        self.figures.update(validation="manual", validation_get_after_s=round(waited, 3))
+        self.figures.update(validation_get_after_s=round(waited, 3))
         return (
             f"answered 200 without a code; validationUrl fetched within {_duration(waited)}",
             answer.status,
