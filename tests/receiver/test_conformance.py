@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import ssl
 import threading
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from prefctl.receiver.conformance import (
     junit_xml,
     unreachable_junit_xml,
 )
+from prefctl.receiver.conformance.listener import ValidationListener
 from prefctl.webhooks.handshake import build_reply, is_handshake, validation_fields
 from prefctl.webhooks.signature import (
     SignatureError,
@@ -47,6 +49,7 @@ CREDS = SigningCredentials("DEMO_CORP", "events-signer", HASHKEY)
 CLI_CREDS = ("--client-id", "DEMO_CORP", "--signature-user-id", "events-signer")
 SLOW_DELAY = 0.5  # beyond the timeout of the timeout test
 SLOWISH_DELAY = 0.12  # beyond the slow-after threshold of the slow tests
+LATE_FETCH = 2.0  # a manual validator's GET: beyond a 1 s --timeout, inside a 4 s --manual-window
 
 
 # -- endpoints under test -------------------------------------------------------------------------
@@ -60,6 +63,8 @@ class Endpoint:
     handshake: str = "sync"  # sync | manual (GETs validationUrl) | manual-no-get | cached
     delay: float = 0.0
     handshake_delay: float = 0.0
+    fetch_delay: float = 0.0  # how long a manual validator takes before its GET
+    fetches: list[int | str] = field(default_factory=list)  # the GETs' statuses (or errors)
     reject_duplicates: bool = False
     reject_older: bool = False
     credentials: SigningCredentials = CREDS
@@ -97,9 +102,17 @@ class Endpoint:
         else:
             await _respond(send, 200, b'{"status": "pending"}')
             if self.handshake == "manual" and url:
-                task = asyncio.create_task(_fetch(url))
+                task = asyncio.create_task(self._fetch(url))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
+
+    async def _fetch(self, url: str) -> None:
+        await asyncio.sleep(self.fetch_delay)  # the behaviour under test: a late GET
+        try:
+            async with httpx.AsyncClient() as client:
+                self.fetches.append((await client.get(url)).status_code)
+        except httpx.TransportError as exc:  # the check's listener is gone
+            self.fetches.append(type(exc).__name__)
 
     def _judge(self, message: dict[str, Any], header: str | None) -> int:
         if self.verify:
@@ -118,11 +131,6 @@ class Endpoint:
         return 200
 
 
-async def _fetch(url: str) -> None:
-    async with httpx.AsyncClient() as client:
-        await client.get(url)
-
-
 async def _respond(send: Any, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -137,6 +145,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "/cached-code": Endpoint(handshake="cached"),
     "/manual": Endpoint(handshake="manual"),
     "/manual-no-get": Endpoint(handshake="manual-no-get"),
+    "/manual-late": Endpoint(handshake="manual", fetch_delay=LATE_FETCH),
+    "/manual-too-late": Endpoint(handshake="manual", fetch_delay=LATE_FETCH),
     "/strict-dedupe": Endpoint(reject_duplicates=True),
     "/strict-order": Endpoint(reject_older=True),
     "/slow": Endpoint(delay=SLOW_DELAY),
@@ -308,9 +318,67 @@ def test_check_declared_manual_endpoint_that_fetches_the_url_passes(base_url: st
 
 
 def test_check_declared_manual_endpoint_that_never_fetches_the_url_fails(base_url: str) -> None:
-    report = _check(base_url + "/manual-no-get", manual_validation=True, timeout=0.5)
+    report = _check(base_url + "/manual-no-get", manual_validation=True, manual_window=0.5)
     assert _failed(report) == {"manual_handshake"}
-    assert "was not fetched within 0.5 s" in _case(report, "manual_handshake").reason
+    assert (
+        "not fetched within the manual window of 0.5 s" in _case(report, "manual_handshake").reason
+    )
+
+
+def test_check_manual_get_after_the_timeout_but_inside_the_window_passes(base_url: str) -> None:
+    endpoint = ENDPOINTS["/manual-late"]
+    endpoint.fetches.clear()
+    waits: list[float] = []
+    config = CheckConfig(
+        url=base_url + "/manual-late",
+        credentials=CREDS,
+        manual_validation=True,
+        timeout=1,
+        manual_window=4,
+    )
+    report = check_endpoint(config, clock=SystemClock(), rng=random.Random(7), on_wait=waits.append)
+    assert report.passed, report.failures
+    manual = _case(report, "manual_handshake")
+    assert LATE_FETCH <= manual.figures["validation_get_after_s"] < 4
+    wait_until(lambda: len(endpoint.fetches) == 2, timeout=10)  # one GET per handshake
+    assert endpoint.fetches == [200, 200]  # the listener was still there for both
+    assert waits[0] <= 4  # a countdown of the seconds left
+    assert waits == sorted(waits, reverse=True)
+
+
+def test_check_manual_get_after_the_window_fails_naming_the_window(base_url: str) -> None:
+    report = _check(
+        base_url + "/manual-too-late", manual_validation=True, timeout=1, manual_window=1
+    )
+    assert _failed(report) == {"manual_handshake"}
+    reason = _case(report, "manual_handshake").reason
+    assert "not fetched within the manual window of 1 s (--manual-window" in reason
+    assert "5 minutes" in reason
+    assert _case(report, "manual_handshake").figures == {
+        "validation": "manual",
+        "manual_window_s": 1,
+    }
+
+
+def test_validation_listener_answers_410_once_the_window_is_over() -> None:
+    with ValidationListener() as listener:
+        listener.expect("late")
+        listener.expect("early")
+        assert httpx.get(f"{listener.api_url}/validation/early").status_code == 200
+        assert listener.expire("early")  # fetched in time: the case passes
+        assert not listener.expire("late")
+        answer = httpx.get(f"{listener.api_url}/validation/late")
+        assert answer.status_code == 410
+        assert not listener.fetched("late", 0)
+        assert httpx.get(f"{listener.api_url}/validation/unknown").status_code == 404
+
+
+@pytest.mark.parametrize("window", [0, -1, 301, float("nan")])
+def test_check_config_manual_window_outside_the_service_window_is_a_usage_error(
+    window: float,
+) -> None:
+    with pytest.raises(UsageError, match="--manual-window must be"):
+        CheckConfig(url="http://127.0.0.1:9/webhooks", credentials=CREDS, manual_window=window)
 
 
 def test_check_endpoint_rejecting_duplicates_fails_duplicate_event(base_url: str) -> None:
@@ -585,6 +653,41 @@ def test_endpoint_check_command_unparsable_url_is_a_usage_error(url: str, messag
     assert result.stderr.startswith(f"error: '{url}'")
     assert message in result.stderr
     assert "internal error" not in result.stderr
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_endpoint_check_command_manual_window_outlasts_the_timeout(base_url: str) -> None:
+    result = run_cli(
+        "-o", "json", "endpoint", "check", base_url + "/manual-late", *CLI_CREDS,
+        "--manual-validation", "--timeout", "1", "--manual-window", "4",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.json["passed"] is True  # stdout is the report only
+    assert "waiting up to 4 s (--manual-window 4) for the endpoint's GET" in result.stderr
+
+
+@pytest.mark.usefixtures("hashkey_env")
+def test_endpoint_check_command_shows_a_countdown_on_a_terminal(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # stderr counts as a terminal
+    result = run_cli(
+        "endpoint", "check", base_url + "/manual-late", *CLI_CREDS,
+        "--manual-validation", "--timeout", "1", "--manual-window", "4",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert re.search(r"waiting for the GET of validationUrl, 0:0[1-4] left", result.stderr)
+    assert "left" not in result.stdout
+
+
+@pytest.mark.usefixtures("hashkey_env")
+@pytest.mark.parametrize("value", ["0", "-5", "301", "nan"])
+def test_endpoint_check_command_bad_manual_window_exits_2(value: str) -> None:
+    result = run_cli(
+        "endpoint", "check", "http://127.0.0.1:9/webhooks", *CLI_CREDS, "--manual-window", value
+    )
+    assert result.exit_code == 2, result.output
+    assert "--manual-window must be" in result.stderr
 
 
 @pytest.mark.usefixtures("hashkey_env")

@@ -34,6 +34,7 @@ def register(root: typer.Typer) -> None:
     clients = new_group("clients", "OAuth clients of the emulator's token endpoint.")
     clients.command("add")(clients_add)
     clients.command("list")(clients_list)
+    clients.command("rotate")(clients_rotate)
     group.add_typer(clients)
     users = new_group("users", "API users of the emulator's account and their permissions.")
     users.command("add")(users_add)
@@ -274,15 +275,78 @@ def clients_add(
     record = _client_record(new.client)
     if new.secret is not None:
         record = {"client_id": record.pop("client_id"), "client_secret": new.secret, **record}
-    if state.json:
-        state.out.json(record)
-    else:
-        # Plain lines, not a table: a 64-character secret must never be wrapped.
-        width = max(len(key) for key in record)
-        for key, value in record.items():
-            state.out.line(f"{key:<{width}}  {'' if value is None else value}".rstrip())
+    _show_credentials(state, record)
     if new.secret is not None:
         state.out.info("the client secret is shown only now; keep it safe")
+
+
+def _show_credentials(state: State, record: dict[str, Any]) -> None:
+    if state.json:
+        state.out.json(record)
+        return
+    # Plain lines, not a table: a 64-character secret must never be wrapped.
+    width = max(len(key) for key in record)
+    for key, value in record.items():
+        state.out.line(f"{key:<{width}}  {'' if value is None else value}".rstrip())
+
+
+def clients_rotate(
+    client_id: Annotated[str, typer.Argument(help="The client whose secret to replace.")],
+    overlap: Annotated[
+        int,
+        typer.Option(
+            "--overlap",
+            metavar="MIN",
+            help="Minutes the old secret keeps working, so its users can switch (0: refused at "
+            "once; at most 10080, 7 days).",
+        ),
+    ] = 60,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Give a client a new secret, printed once on stdout; the old one keeps working at the
+    token endpoint for --overlap minutes. Profiles in profiles.toml that hold the old secret
+    inline get the new one."""
+    from prefctl.clock import SystemClock
+    from prefctl.config import config_path
+    from prefctl.config.paths import resolve_data_dir
+    from prefctl.emulator import admin
+    from prefctl.emulator.local_profile import replace_client_secret
+    from prefctl.logs import register_secret
+    from prefctl.store.timestamps import wire_time
+
+    state = get_state()
+    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+        rotated = admin.rotate_client_secret(
+            conn, SystemClock(), client_id, overlap_minutes=overlap
+        )
+    register_secret(rotated.secret)  # masked in any log line, at every -v level
+    try:
+        profiles = replace_client_secret(
+            config_path(state.config_flag), rotated.client.client_id, rotated.secret
+        )
+    except (PrefctlError, OSError) as exc:  # the store has the new secret: still show it
+        profiles = []
+        state.out.warn(f"profiles.toml not updated ({exc}): set client_secret yourself")
+    record: dict[str, Any] = {
+        "client_id": rotated.client.client_id,
+        "client_secret": rotated.secret,
+        "overlap_minutes": overlap,
+        "previous_secret_valid_until": wire_time(rotated.previous_valid_until),
+        "profiles_updated": profiles,
+    }
+    if not state.json:  # plain lines: the names, or no line when no profile held the secret
+        record["profiles_updated"] = ", ".join(profiles)
+        if not profiles:
+            del record["profiles_updated"]
+    _show_credentials(state, record)
+    state.out.info("the new client secret is shown only now; keep it safe")
+    if overlap:
+        state.out.info(
+            f"the old secret works until {wire_time(rotated.previous_valid_until)} "
+            f"({overlap} min); switch its users to the new one before then"
+        )
+    else:
+        state.out.info("the old secret is refused from now on")
 
 
 # The client id is what the other client commands take: it stays.

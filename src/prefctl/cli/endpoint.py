@@ -8,6 +8,8 @@ endpoint cannot be reached.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -46,6 +48,15 @@ def check_endpoint(
             help="Seconds to wait for each answer (the service waits 30).",
         ),
     ] = 30.0,
+    manual_window: Annotated[
+        float,
+        typer.Option(
+            "--manual-window",
+            metavar="S",
+            help="Seconds a manual validator has for its GET of validationUrl after the "
+            "handshake (the service's 5 minutes); the check waits that long, with a countdown.",
+        ),
+    ] = 300.0,
     manual_validation: Annotated[
         bool,
         typer.Option(
@@ -131,6 +142,7 @@ def check_endpoint(
         url=url,
         credentials=credentials,
         timeout=timeout,
+        manual_window=manual_window,
         manual_validation=manual_validation,
         strict=strict,
         slow_after=slow_after,
@@ -150,6 +162,7 @@ def check_endpoint(
                 clock=clock,
                 rng=random.SystemRandom(),
                 on_case=lambda name: update(f"checking {url}: {name}"),
+                on_wait=_countdown(update, manual_window),
             )
     except UnreachableError as exc:
         if junit is not None:
@@ -174,3 +187,28 @@ def check_endpoint(
         )
     else:
         state.out.success(f"all {len(report.cases)} checks passed")
+
+
+def _countdown(update: Callable[[str], None], window: float) -> Callable[[float], None]:
+    """While the check waits for the GET of validationUrl: a countdown in the spinner on a
+    terminal, else one progress line on stderr when the wait begins."""
+    state = get_state()
+    live = state.out.stderr_is_terminal and not state.out.quiet
+    began = False
+
+    def on_wait(left: float) -> None:
+        nonlocal began
+        if live:
+            minutes, seconds = divmod(math.ceil(left), 60)
+            update(
+                f"manual_handshake: waiting for the GET of validationUrl, "
+                f"{minutes}:{seconds:02d} left"
+            )
+        elif not began:
+            state.out.info(
+                f"manual_handshake: waiting up to {math.ceil(left)} s (--manual-window "
+                f"{window:g}) for the endpoint's GET of validationUrl"
+            )
+        began = True
+
+    return on_wait

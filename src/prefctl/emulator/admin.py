@@ -39,6 +39,9 @@ CLIENT_ID_LENGTH = 48
 CLIENT_SECRET_LENGTH = 64
 HASHKEY_LENGTH = 64
 MAX_TOKEN_LIFETIME_MINUTES = 24 * 60
+# How long the secret a rotation replaces keeps working by default, and at most (docs/emulator.md).
+DEFAULT_ROTATION_OVERLAP_MINUTES = 60
+MAX_ROTATION_OVERLAP_MINUTES = 7 * 24 * 60
 # How long a reset waits for commands that have the store open (a list, a redrive) to finish.
 RESET_WAIT_SECONDS = 3.0
 
@@ -65,6 +68,17 @@ class NewClient:
 
     client: OAuthClient
     secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class RotatedSecret:
+    """A client's new secret, known only now; the old one works until ``previous_valid_until``
+    (Unix seconds; the moment of the rotation when there is no overlap)."""
+
+    client: OAuthClient
+    secret: str = field(repr=False)
+    previous_valid_until: float = 0.0
+    local_client: bool = False  # the client of profile 'local': its stored secret was updated
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,44 @@ def add_client(
     with transaction(conn):
         accounts.add_client(conn, client)
     return NewClient(client, secret)
+
+
+def rotate_client_secret(
+    conn: Store,
+    clock: Clock,
+    client_id: str,
+    *,
+    overlap_minutes: int = DEFAULT_ROTATION_OVERLAP_MINUTES,
+) -> RotatedSecret:
+    """Give a client a fresh 64-character secret; the one it replaces stays accepted at the token
+    endpoint for ``overlap_minutes`` (0: refused at once), a secret replaced earlier no longer."""
+    if not 0 <= overlap_minutes <= MAX_ROTATION_OVERLAP_MINUTES:
+        raise UsageError(
+            f"the overlap must be 0 to {MAX_ROTATION_OVERLAP_MINUTES} minutes (7 days), "
+            f"not {overlap_minutes}"
+        )
+    secret = random_string(CLIENT_SECRET_LENGTH)
+    salt, digest = accounts.hash_secret(secret)
+    now = epoch(clock.now())
+    until = now + overlap_minutes * 60
+    with transaction(conn):
+        client = accounts.get_client(conn, client_id)
+        if client is None:
+            raise NotFoundError(
+                f"no client '{client_id}' in this emulator",
+                hint="prefctl emulator clients list shows the client ids",
+            )
+        if client.secret_hash is None:
+            raise UsageError(
+                f"client {client_id} authenticates with a certificate: it has no secret to rotate",
+                hint="register its new certificate with prefctl emulator clients add --certificate",
+            )
+        accounts.rotate_client_secret(
+            conn, client_id, salt=salt, digest=digest, previous_expires_at=until
+        )
+        local = accounts.update_local_secret(conn, client_id, secret)
+        rotated = accounts.get_client(conn, client_id) or client
+    return RotatedSecret(rotated, secret, until, local)
 
 
 def list_clients(conn: Store, clock: Clock) -> list[OAuthClient]:

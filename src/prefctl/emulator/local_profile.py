@@ -67,6 +67,31 @@ def write_local_profile(
     update_config(config_file, write)
 
 
+def replace_client_secret(config_file: Path, client_id: str, client_secret: str) -> list[str]:
+    """After a rotation: write ``client_secret`` into every profile of ``config_file`` that holds
+    the secret of ``client_id`` inline; returns their names. The file is left untouched when none
+    does (a secret read from a variable or a file is the user's to change)."""
+    from prefctl.config import load_config
+
+    def holders(cfg: ConfigFile) -> list[str]:
+        return [
+            name
+            for name, table in cfg.profiles.items()
+            if table.get("client_id") == client_id and isinstance(table.get("client_secret"), str)
+        ]
+
+    if not config_file.exists() or not holders(load_config(config_file)):
+        return []
+
+    def write(cfg: ConfigFile) -> list[str]:
+        names = holders(cfg)
+        for name in names:
+            cfg.profiles[name]["client_secret"] = client_secret
+        return names
+
+    return update_config(config_file, write)[1]
+
+
 def ca_bundle_for(certificate_file: Path) -> Path | None:
     """The CA file a client needs to trust the emulator's TLS certificate, when we can tell.
 

@@ -37,6 +37,7 @@ from prefctl.emulator.keys import ALGORITHM, KeyRing, VerifiedTokens
 from prefctl.errors import AuthError
 from prefctl.store import Store, accounts, tokens
 from prefctl.store.db import transaction
+from prefctl.store.timestamps import epoch
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ def _authenticate_client(
         client_id, secret = _basic_credentials(authorization)
         if "client_id" in form and form["client_id"] != client_id:
             raise TokenError("invalid_request", "client_id differs from the Basic credentials")
-        return _client_with_secret(conn, client_id, secret, basic=True)
+        return _client_with_secret(conn, client_id, secret, basic=True, now=epoch(ctx.clock.now()))
     if uses_assertion:
         assertion_type = form.get("client_assertion_type")
         assertion = form.get("client_assertion")
@@ -227,7 +228,9 @@ def _authenticate_client(
     if uses_secret:
         if not form.get("client_id"):
             raise TokenError("invalid_request", "client_id is required with client_secret")
-        return _client_with_secret(conn, form["client_id"], form["client_secret"], basic=False)
+        return _client_with_secret(
+            conn, form["client_id"], form["client_secret"], basic=False, now=epoch(ctx.clock.now())
+        )
     raise TokenError("invalid_client", "client authentication is required", status=401)
 
 
@@ -251,10 +254,11 @@ def _basic_credentials(authorization: str) -> tuple[str, str]:
 
 
 def _client_with_secret(
-    conn: Store, client_id: str, secret: str, *, basic: bool
+    conn: Store, client_id: str, secret: str, *, basic: bool, now: float
 ) -> accounts.OAuthClient:
+    """The client whose secret (or, during a rotation's overlap, whose previous one) this is."""
     client = accounts.get_client(conn, client_id)
-    if accounts.secret_matches(client or _DUMMY_CLIENT, secret) and client is not None:
+    if accounts.secret_matches(client or _DUMMY_CLIENT, secret, now=now) and client is not None:
         return client
     raise TokenError("invalid_client", "client authentication failed", status=401, basic=basic)
 

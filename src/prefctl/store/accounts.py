@@ -56,6 +56,10 @@ class OAuthClient:
     secret_hash: str | None = field(default=None, repr=False)
     certificate_pem: str | None = None
     certificate_thumbprint: str | None = None
+    # The secret a rotation replaced, accepted until previous_secret_expires_at (migration 0011).
+    previous_secret_salt: str | None = field(default=None, repr=False)
+    previous_secret_hash: str | None = field(default=None, repr=False)
+    previous_secret_expires_at: float | None = None
 
     @property
     def auth_method(self) -> str:
@@ -92,12 +96,21 @@ def hash_secret(secret: str, salt: str | None = None) -> tuple[str, str]:
     return salt, digest
 
 
-def secret_matches(client: OAuthClient, secret: str) -> bool:
-    """Whether ``secret`` is the client's secret, compared in constant time."""
-    if client.secret_salt is None or client.secret_hash is None:
+def secret_matches(client: OAuthClient, secret: str, *, now: float | None = None) -> bool:
+    """Whether ``secret`` is the client's secret, compared in constant time; with ``now`` (Unix
+    seconds), also the secret a rotation replaced, until its overlap ends."""
+    current = _digest_matches(secret, client.secret_salt, client.secret_hash)
+    previous = _digest_matches(secret, client.previous_secret_salt, client.previous_secret_hash)
+    overlap_ends = client.previous_secret_expires_at
+    return current or (
+        previous and now is not None and overlap_ends is not None and now < overlap_ends
+    )
+
+
+def _digest_matches(secret: str, salt: str | None, digest: str | None) -> bool:
+    if salt is None or digest is None:
         return False
-    _, digest = hash_secret(secret, client.secret_salt)
-    return hmac.compare_digest(digest, client.secret_hash)
+    return hmac.compare_digest(hash_secret(secret, salt)[1], digest)
 
 
 # -- accounts --------------------------------------------------------------------------------------
@@ -193,6 +206,27 @@ def _client(row: sqlite3.Row) -> OAuthClient:
         secret_hash=row["secret_hash"],
         certificate_pem=row["certificate_pem"],
         certificate_thumbprint=row["certificate_thumbprint"],
+        previous_secret_salt=row["previous_secret_salt"],
+        previous_secret_hash=row["previous_secret_hash"],
+        previous_secret_expires_at=row["previous_secret_expires_at"],
+    )
+
+
+def rotate_client_secret(
+    conn: sqlite3.Connection,
+    client_id: str,
+    *,
+    salt: str,
+    digest: str,
+    previous_expires_at: float,
+) -> None:
+    """Make ``salt``/``digest`` the client's secret; the one it replaces stays accepted until
+    ``previous_expires_at`` (Unix seconds). A secret replaced before is forgotten."""
+    conn.execute(
+        "UPDATE oauth_clients SET previous_secret_salt = secret_salt,"
+        " previous_secret_hash = secret_hash, previous_secret_expires_at = ?,"
+        " secret_salt = ?, secret_hash = ? WHERE client_id = ?",
+        (previous_expires_at, salt, digest, client_id),
     )
 
 
@@ -265,3 +299,13 @@ def get_local_credentials(conn: sqlite3.Connection) -> LocalCredentials | None:
         client_id=row["client_id"],
         client_secret=row["client_secret"],
     )
+
+
+def update_local_secret(conn: sqlite3.Connection, client_id: str, client_secret: str) -> bool:
+    """Keep the plain secret of profile 'local' current after a rotation of its client; whether
+    ``client_id`` is that client."""
+    cursor = conn.execute(
+        "UPDATE local_credentials SET client_secret = ? WHERE client_id = ?",
+        (client_secret, client_id),
+    )
+    return cursor.rowcount > 0

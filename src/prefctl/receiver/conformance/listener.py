@@ -1,4 +1,8 @@
-"""A throwaway validationUrl server: notes which handshakes were validated by GET."""
+"""A throwaway validationUrl server: notes which handshakes were validated by GET.
+
+A GET within a handshake's window is answered 200 and noted; once the suite gave up waiting
+(``expire``), a GET is answered 410, as the service answers a validationUrl after its 5 minutes.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +18,21 @@ class ValidationListener:
 
     def __init__(self) -> None:
         self._fetched: dict[str, threading.Event] = {}
+        self._expired: set[str] = set()
         self._lock = threading.Lock()
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 token = self.path.rsplit("/", 1)[-1]
-                found = self.path.startswith("/api/v1/validation/") and listener._mark(token)
-                body = b'{"validated": true}' if found else b'{"error": "unknown validation"}'
-                self.send_response(200 if found else 404)
+                status = (
+                    listener._mark(token) if self.path.startswith("/api/v1/validation/") else 404
+                )
+                body = {
+                    200: b'{"validated": true}',
+                    410: b'{"error": "the validation window is over"}',
+                }.get(status, b'{"error": "unknown validation"}')
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -51,14 +61,25 @@ class ValidationListener:
         with self._lock:
             self._fetched[token] = threading.Event()
 
-    def _mark(self, token: str) -> bool:
+    def _mark(self, token: str) -> int:
+        """The status of a GET of ``token``'s validationUrl: 200 (noted), 410 or 404."""
         with self._lock:
             event = self._fetched.get(token)
-        if event is None:
-            return False
-        event.set()
-        return True
+            if event is None:
+                return 404
+            if token in self._expired:
+                return 410
+            event.set()
+            return 200
 
     def fetched(self, token: str, timeout: float) -> bool:
         """Whether the validationUrl of ``token`` is fetched within ``timeout`` seconds."""
         return self._fetched[token].wait(timeout)
+
+    def expire(self, token: str) -> bool:
+        """End the window of ``token``: later GETs get 410. Whether it was fetched before."""
+        with self._lock:
+            if self._fetched[token].is_set():
+                return True
+            self._expired.add(token)
+            return False

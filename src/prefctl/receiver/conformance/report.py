@@ -55,6 +55,7 @@ class CheckConfig:
     url: str
     credentials: SigningCredentials
     timeout: float = SERVICE_TIMEOUT
+    manual_window: float = MANUAL_VALIDATION_WINDOW  # how long a GET of validationUrl may take
     slow_after: float = SLOW_AFTER
     manual_validation: bool = False
     strict: bool = False
@@ -87,6 +88,14 @@ class CheckConfig:
             raise UsageError(
                 f"--slow-after must be a number of seconds above 0 and at most "
                 f"{SERVICE_TIMEOUT:g} (the service's wait), not {self.slow_after:g}"
+            )
+        if not (
+            math.isfinite(self.manual_window) and 0 < self.manual_window <= MANUAL_VALIDATION_WINDOW
+        ):
+            raise UsageError(
+                f"--manual-window must be a number of seconds above 0 and at most "
+                f"{MANUAL_VALIDATION_WINDOW:g} (the service's 5 minutes for the GET of "
+                f"validationUrl), not {self.manual_window:g}"
             )
 
 
