@@ -42,6 +42,19 @@ def write_local_profile(
     ca_bundle: Path | None = None,
 ) -> None:
     """Create or refresh profile ``local`` in ``config_file``."""
+    table = _profile_table(auth_url, api_url, account, ca_bundle)
+
+    def write(cfg: ConfigFile) -> None:
+        cfg.profiles[PROFILE_NAME] = table
+        if not cfg.default:
+            cfg.default = PROFILE_NAME
+
+    update_config(config_file, write)
+
+
+def _profile_table(
+    auth_url: str, api_url: str, account: LocalAccount, ca_bundle: Path | str | None
+) -> dict[str, Any]:
     table: dict[str, Any] = {
         "auth_url": auth_url,
         "api_url": api_url,
@@ -58,13 +71,79 @@ def write_local_profile(
         "signature_user_id": account.signature_user_id,
         "hashkey": account.hashkey,
     }
+    return table
+
+
+# -- profiles of the emulator's other accounts ('emulator accounts add') ----------------------------
+@dataclass(frozen=True)
+class EmulatorAddress:
+    """Where an emulator answers, as a profile needs it."""
+
+    auth_url: str
+    api_url: str
+    ca_bundle: str | None = None
+
+
+DEFAULT_ADDRESS = EmulatorAddress("http://127.0.0.1:8750", "http://127.0.0.1:8750/api/v1")
+
+
+def emulator_address(data_dir: Path, config_file: Path, local_client_id: str) -> EmulatorAddress:
+    """Where the emulator of ``data_dir`` answers: from its pid file while one runs (or ran),
+    else from profile ``local`` when that emulator wrote it (its client id is the store's), else
+    the default address of ``prefctl emulator start``."""
+    from prefctl.config import load_config
+    from prefctl.emulator.daemon import read_pid_file
+
+    record = read_pid_file(data_dir)
+    if record is not None:
+        return EmulatorAddress(record.auth_url, record.api_url, record.ca_bundle)
+    local = load_config(config_file).profiles.get(PROFILE_NAME, {})
+    if local.get("client_id") == local_client_id and local.get("auth_url") and local.get("api_url"):
+        return EmulatorAddress(local["auth_url"], local["api_url"], local.get("ca_bundle"))
+    return DEFAULT_ADDRESS
+
+
+def check_account_profile_free(config_file: Path, name: str, *, replace: bool) -> None:
+    """ConfigError unless profile ``name`` can be written for an account (valid, not ``local``,
+    absent or ``replace``)."""
+    from prefctl.config import load_config
+    from prefctl.errors import ConfigError
+
+    if name == PROFILE_NAME:
+        raise ConfigError(
+            f"profile '{PROFILE_NAME}' belongs to the emulator's default account",
+            hint="choose another account name",
+        )
+    load_config(config_file).check_new_profile(name, replace=replace)
+
+
+def write_account_profile(
+    config_file: Path, name: str, *, address: EmulatorAddress, account: LocalAccount
+) -> None:
+    """Create (or replace) profile ``name`` for one of the emulator's accounts; the secret and
+    Hashkey are inline, as in profile ``local`` (prefctl writes the file 0600)."""
+    table = _profile_table(address.auth_url, address.api_url, account, address.ca_bundle)
 
     def write(cfg: ConfigFile) -> None:
-        cfg.profiles[PROFILE_NAME] = table
-        if not cfg.default:
-            cfg.default = PROFILE_NAME
+        cfg.profiles[name] = table  # never the default: 'prefctl -p NAME' picks it
 
     update_config(config_file, write)
+
+
+def remove_account_profile(config_file: Path, name: str, service_client_id: str) -> bool:
+    """Remove profile ``name`` when it is one of account ``service_client_id``'s (a profile of
+    that name for anything else stays); returns whether one was removed."""
+
+    def remove(cfg: ConfigFile) -> bool:
+        table = cfg.profiles.get(name)
+        if table is None or table.get("service_client_id") != service_client_id:
+            return False
+        cfg.remove_profile(name)
+        return True
+
+    if not config_file.exists():
+        return False
+    return update_config(config_file, remove)[1]
 
 
 def ca_bundle_for(certificate_file: Path) -> Path | None:
