@@ -80,6 +80,7 @@ def add(
 
     state = get_state()
     config_file = config_path(state.config_flag)
+    admin.check_account_name(name)
     check_account_profile_free(config_file, name, replace=force)
     directory = resolve_data_dir(data_dir)
     clock = SystemClock()

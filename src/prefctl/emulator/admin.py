@@ -150,17 +150,23 @@ class AccountSummary:
     users: int
 
 
+def check_account_name(service_client_id: str) -> None:
+    """UsageError unless ``service_client_id`` is a usable account name (it is also a profile
+    name and a URL path segment)."""
+    if not _ACCOUNT_ID.match(service_client_id):
+        raise UsageError(
+            f"invalid account name {service_client_id!r}",
+            hint="use 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        )
+
+
 def add_account(
     conn: Store, clock: Clock, service_client_id: str, *, environment: str = DEFAULT_ENVIRONMENT
 ) -> NewAccount:
     """Add an account with its own Hashkey, admin user (every permission) and a client whose
     secret is returned once. UsageError for an invalid name or environment; PrefctlError when
     the account exists."""
-    if not _ACCOUNT_ID.match(service_client_id):
-        raise UsageError(
-            f"invalid account name {service_client_id!r}",
-            hint="use 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
-        )
+    check_account_name(service_client_id)
     if environment not in ENVIRONMENTS:
         raise UsageError(
             f"invalid environment {environment!r}", hint=f"use one of: {', '.join(ENVIRONMENTS)}"
