@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 from prefctl.emulator.serve import RunningEmulator
-from tests.helpers import CliResult, run_cli
+from tests.cli.test_emulator import one_line_error
+from tests.helpers import run_cli
 
 _NUMBERS = itertools.count(1)
 
@@ -28,14 +29,6 @@ def _added(name: str, *extra: str) -> dict[str, Any]:
     assert result.exit_code == 0, result.output
     record: dict[str, Any] = result.json
     return record
-
-
-def _one_line_error(result: CliResult, code: int) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def _token(emulator: RunningEmulator, record: dict[str, Any]) -> httpx.Response:
@@ -103,17 +96,17 @@ def test_accounts_add_an_existing_account_fails_and_leaves_it_unchanged(
 
     again = run_cli("emulator", "accounts", "add", name)
 
-    assert "already exists" in _one_line_error(again, 1)
+    assert "already exists" in one_line_error(again, 1)
     assert _token(emulator, first).status_code == 200
 
 
 def test_accounts_add_refuses_a_bad_name_an_existing_profile_or_a_bad_environment(
     emulator: RunningEmulator,
 ) -> None:
-    assert "invalid account name" in _one_line_error(
+    assert "invalid account name" in one_line_error(
         run_cli("emulator", "accounts", "add", "no/slash"), 2
     )
-    assert "default account" in _one_line_error(run_cli("emulator", "accounts", "add", "local"), 2)
+    assert "default account" in one_line_error(run_cli("emulator", "accounts", "add", "local"), 2)
     taken = _name()
     assert (
         run_cli(
@@ -129,7 +122,7 @@ def test_accounts_add_refuses_a_bad_name_an_existing_profile_or_a_bad_environmen
         ).exit_code
         == 0
     )
-    assert "already exists" in _one_line_error(run_cli("emulator", "accounts", "add", taken), 2)
+    assert "already exists" in one_line_error(run_cli("emulator", "accounts", "add", taken), 2)
     bad = run_cli("emulator", "accounts", "add", _name(), "--environment", "Staging")
     assert bad.exit_code == 2
     listed = run_cli("-o", "json", "emulator", "accounts", "list").json
@@ -145,19 +138,19 @@ def test_accounts_remove_without_yes_off_a_terminal_refuses_and_keeps_the_accoun
 
     refused = run_cli("emulator", "accounts", "remove", record["account"], stdin="")
 
-    assert "--yes" in _one_line_error(refused, 2)
+    assert "--yes" in one_line_error(refused, 2)
     assert _token(emulator, record).status_code == 200
 
 
 def test_accounts_remove_an_unknown_account_exits_4(emulator: RunningEmulator) -> None:
     result = run_cli("emulator", "accounts", "remove", "NO_SUCH_TEAM", "--yes")
-    assert "no account 'NO_SUCH_TEAM'" in _one_line_error(result, 4)
+    assert "no account 'NO_SUCH_TEAM'" in one_line_error(result, 4)
 
 
 def test_accounts_remove_refuses_the_default_account(emulator: RunningEmulator) -> None:
     default = emulator.account.service_client_id
     result = run_cli("emulator", "accounts", "remove", default, "--yes")
-    assert "default account" in _one_line_error(result, 1)
+    assert "default account" in one_line_error(result, 1)
     assert run_cli("programs", "list").exit_code == 0
 
 
