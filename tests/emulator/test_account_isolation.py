@@ -16,17 +16,19 @@ from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.receiver.verdict import Verdict
+from prefctl.webhooks.signature import SigningCredentials
 from tests.emulator.subscriptions.conftest import body, wait_for_state
 from tests.fixtures.emulator import EmulatorSlot
 from tests.helpers import run_cli, wait_until
 
 
 class Receiver:
-    """A real ``prefctl receive`` (no signature check: two accounts sign with two Hashkeys)
-    keeping every verdict."""
+    """A real ``prefctl receive`` keeping every verdict; it checks signatures against
+    ``signing`` (one account's), or none."""
 
-    def __init__(self) -> None:
-        self.running: RunningReceiver = start_in_thread(ReceiverConfig(port=0, verify=False))
+    def __init__(self, signing: SigningCredentials | None = None) -> None:
+        config = ReceiverConfig(port=0, verify=signing is not None, credentials=signing)
+        self.running: RunningReceiver = start_in_thread(config)
         self.url = self.running.webhook_url
         self.seen: list[Verdict] = []
 
@@ -49,6 +51,7 @@ def receiver() -> Iterator[Receiver]:
 class Team:
     name: str
     api: httpx.Client
+    signing: SigningCredentials
 
 
 @dataclass
@@ -78,7 +81,9 @@ def teams(emulator_server: EmulatorSlot) -> Iterator[Teams]:
                 headers={"Authorization": f"Bearer {token}"},
                 timeout=10,
             )
-            made.append(Team(name, client))
+            account = new.account
+            signing = SigningCredentials(name, account.signature_user_id, account.hashkey)
+            made.append(Team(name, client, signing))
     try:
         yield Teams(emulator, made[0], made[1])
     finally:
@@ -209,3 +214,28 @@ def test_changes_in_one_account_are_delivered_to_its_own_subscriptions_only(
     assert listed.exit_code == 0, listed.output
     assert [d["subscription_id"] for d in listed.json] == [mine]
     assert not receiver.events(theirs, event_id)
+
+
+def test_each_accounts_events_are_signed_with_its_own_hashkey(teams: Teams) -> None:
+    a, b = teams.a.api, teams.b.api
+    checking_a = Receiver(signing=teams.a.signing)  # accepts only what A's Hashkey signs
+    try:
+        subscriptions = {}
+        for team, api in (("a", a), ("b", b)):
+            created = _created(api.post("/subscriptions", json=body(checking_a.url)))
+            wait_for_state(api, created["Id"], "Succeeded")
+            subscriptions[team] = created["Id"]
+        event_ids = {}
+        for team, api in (("a", a), ("b", b)):
+            profile_id = _created(api.post("/profiles", json={}))["ProfileId"]
+            listed = api.get("/events", params={"profileId": profile_id})
+            event_ids[team] = listed.json()["Events"][0]["EventId"]
+
+        def answered(team: str) -> list[Verdict]:
+            return checking_a.events(subscriptions[team], event_ids[team])
+
+        wait_until(lambda: answered("a") and answered("b"), timeout=20, what="both deliveries")
+        assert answered("a")[0].status == 200
+        assert answered("b")[0].status == 401  # B's key is not A's
+    finally:
+        checking_a.running.stop()
