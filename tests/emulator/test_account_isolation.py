@@ -214,6 +214,9 @@ def test_changes_in_one_account_are_delivered_to_its_own_subscriptions_only(
     assert listed.exit_code == 0, listed.output
     assert [d["subscription_id"] for d in listed.json] == [mine]
     assert not receiver.events(theirs, event_id)
+    # B cannot list the events delivered to A's subscription either.
+    assert a.get("/events", params={"subscriptionId": mine}).json()["Events"]
+    assert b.get("/events", params={"subscriptionId": mine}).json()["Events"] == []
 
 
 def test_each_accounts_events_are_signed_with_its_own_hashkey(teams: Teams) -> None:

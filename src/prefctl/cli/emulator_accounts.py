@@ -72,6 +72,7 @@ def add(
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
     from prefctl.emulator.local_profile import (
+        DEFAULT_ADDRESS,
         LocalAccount,
         check_account_profile_free,
         emulator_address,
@@ -88,10 +89,11 @@ def add(
         new = admin.add_account(conn, clock, name, environment=environment.value)
         local_client_id = admin.bootstrap(conn, clock).credentials.client_id
     account = new.account
+    address = emulator_address(directory, config_file, local_client_id)
     write_account_profile(
         config_file,
         name,
-        address=emulator_address(directory, config_file, local_client_id),
+        address=address,
         account=LocalAccount(
             service_client_id=account.service_client_id,
             user_id=new.user_id,
@@ -121,6 +123,11 @@ def add(
         f"wrote profile '{name}' in {config_file}; the client secret is shown only now "
         "(the profile keeps it)"
     )
+    if address == DEFAULT_ADDRESS:
+        state.out.info(
+            f"no emulator runs from {directory} and profile 'local' is not its: profile '{name}' "
+            f"points at {address.auth_url}, where 'prefctl emulator start' serves by default"
+        )
 
 
 # The account name is what the other commands take: it stays.
