@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from prefctl.emulator.serve import RunningEmulator
+from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
 from tests.cli.test_emulator import one_line_error
-from tests.helpers import run_cli
+from tests.helpers import free_port, run_cli
 
 _NUMBERS = itertools.count(1)
 
@@ -247,3 +247,25 @@ def test_api_command_with_a_second_accounts_profile_sees_none_of_the_first_accou
     still = run_cli("-o", "json", "api", "GET", f"profiles/{profile_id}")
     assert still.exit_code == 0, still.output
     assert still.json["Emails"][0]["Address"] == "a@x.example"
+
+
+def test_accounts_profile_follows_the_emulator_when_it_starts_on_another_port(
+    tmp_path: Path, config_path: Path
+) -> None:
+    data_dir = tmp_path / "sandbox"
+    first = start_in_thread(
+        EmulatorConfig(port=free_port(), data_dir=data_dir, config_path=config_path)
+    )
+    try:
+        name = _added(_name(), "--data-dir", str(data_dir))["profile"]
+    finally:
+        first.stop()
+    second = start_in_thread(
+        EmulatorConfig(port=free_port(), data_dir=data_dir, config_path=config_path)
+    )
+    try:
+        profile = tomllib.loads(config_path.read_text())["profiles"][name]
+        assert (profile["auth_url"], profile["api_url"]) == (second.auth_url, second.api_url)
+        assert run_cli("-p", name, "programs", "list").exit_code == 0
+    finally:
+        second.stop()

@@ -78,6 +78,7 @@ def add(
         emulator_address,
         write_account_profile,
     )
+    from prefctl.logs import register_secret
 
     state = get_state()
     config_file = config_path(state.config_flag)
@@ -88,6 +89,8 @@ def add(
     with admin.open_admin_store(directory) as conn:
         new = admin.add_account(conn, clock, name, environment=environment.value)
         local_client_id = admin.bootstrap(conn, clock).credentials.client_id
+    register_secret(new.secret)  # masked in any log line; stdout shows it once, below
+    register_secret(new.account.hashkey)
     account = new.account
     address = emulator_address(directory, config_file, local_client_id)
     write_account_profile(

@@ -8,6 +8,7 @@ because prefctl writes it 0600. ``local`` becomes the default profile only when 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,14 +41,24 @@ def write_local_profile(
     api_url: str,
     account: LocalAccount,
     ca_bundle: Path | None = None,
+    client_ids: Collection[str] = (),
 ) -> None:
-    """Create or refresh profile ``local`` in ``config_file``."""
+    """Create or refresh profile ``local`` in ``config_file``; point every other profile whose
+    ``client_id`` is one of ``client_ids`` (this emulator's clients, such as the profiles of
+    ``emulator accounts add``) at the same URLs and CA."""
     table = _profile_table(auth_url, api_url, account, ca_bundle)
+    address: dict[str, Any] = {
+        k: table[k] for k in ("auth_url", "api_url", "ca_bundle") if k in table
+    }
 
     def write(cfg: ConfigFile) -> None:
         cfg.profiles[PROFILE_NAME] = table
         if not cfg.default:
             cfg.default = PROFILE_NAME
+        for name, other in cfg.profiles.items():
+            if name != PROFILE_NAME and other.get("client_id") in client_ids:
+                other.pop("ca_bundle", None)
+                other.update(address)
 
     update_config(config_file, write)
 
