@@ -269,3 +269,27 @@ def test_accounts_profile_follows_the_emulator_when_it_starts_on_another_port(
         assert run_cli("-p", name, "programs", "list").exit_code == 0
     finally:
         second.stop()
+
+
+def test_accounts_add_with_force_replaces_a_profile_of_that_name(
+    emulator: RunningEmulator, config_path: Path
+) -> None:
+    name = _name()
+    made = run_cli(
+        "config",
+        "init",
+        name,
+        "--service-client-id",
+        "X",
+        "--user-id",
+        "u",
+        "--client-id",
+        "x" * 48,
+    )
+    assert made.exit_code == 0, made.output
+
+    record = _added(name, "--force")
+
+    profile = tomllib.loads(config_path.read_text())["profiles"][name]
+    assert (profile["service_client_id"], profile["client_id"]) == (name, record["client_id"])
+    assert run_cli("-p", name, "programs", "list").exit_code == 0
