@@ -44,6 +44,9 @@ def register(root: typer.Typer) -> None:
     from prefctl.cli.emulator_alerts import alerts_group  # it imports this module
 
     group.add_typer(alerts_group())
+    from prefctl.cli.emulator_accounts import accounts_group
+
+    group.add_typer(accounts_group())
     group.command("reset")(reset)
     root.add_typer(group)
 

@@ -50,6 +50,8 @@ RESET_WAIT_SECONDS = 3.0
 ACCOUNT_SEEDERS: tuple[str, ...] = ("prefctl.emulator.routes.programs:seed_account_programs",)
 
 _ALPHANUMERIC = string.ascii_letters + string.digits
+_ACCOUNT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENVIRONMENTS = ("Sandbox", "Production")
 _USER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -107,27 +109,137 @@ def bootstrap(conn: Store, clock: Clock) -> Bootstrap:
             account = accounts.get_account(conn, existing.service_client_id)
             if account is not None:
                 return Bootstrap(account, existing, created=False)
-        now = epoch(clock.now())
-        account = Account(
-            service_client_id=DEFAULT_SERVICE_CLIENT_ID,
-            hashkey=random_string(HASHKEY_LENGTH),
-            signature_user_id=DEFAULT_SIGNATURE_USER_ID,
-            environment=DEFAULT_ENVIRONMENT,
-            created_at=now,
+        account, client, secret = _create_account(
+            conn, clock, DEFAULT_SERVICE_CLIENT_ID, DEFAULT_ENVIRONMENT, client_name="local"
         )
-        accounts.add_account(conn, account)
-        secret = random_string(CLIENT_SECRET_LENGTH)
-        client = _new_client(account.service_client_id, now, name="local", secret=secret)
-        accounts.add_client(conn, client)
-        accounts.add_user(conn, User(account.service_client_id, DEFAULT_USER_ID, now, PERMISSIONS))
         credentials = LocalCredentials(
             account.service_client_id, DEFAULT_USER_ID, client.client_id, secret
         )
         accounts.save_local_credentials(conn, credentials)
-        for seeder in ACCOUNT_SEEDERS:
-            module, _, function = seeder.partition(":")
-            getattr(importlib.import_module(module), function)(conn, account, clock)
     return Bootstrap(account, credentials, created=True)
+
+
+def _create_account(
+    conn: Store, clock: Clock, service_client_id: str, environment: str, *, client_name: str
+) -> tuple[Account, OAuthClient, str]:
+    """Inside the caller's transaction: an account with a fresh Hashkey, a client with a fresh
+    secret, the admin user holding every permission, and what ``ACCOUNT_SEEDERS`` add."""
+    now = epoch(clock.now())
+    account = Account(
+        service_client_id=service_client_id,
+        hashkey=random_string(HASHKEY_LENGTH),
+        signature_user_id=DEFAULT_SIGNATURE_USER_ID,
+        environment=environment,
+        created_at=now,
+    )
+    accounts.add_account(conn, account)
+    secret = random_string(CLIENT_SECRET_LENGTH)
+    client = _new_client(service_client_id, now, name=client_name, secret=secret)
+    accounts.add_client(conn, client)
+    accounts.add_user(conn, User(service_client_id, DEFAULT_USER_ID, now, PERMISSIONS))
+    for seeder in ACCOUNT_SEEDERS:
+        module, _, function = seeder.partition(":")
+        getattr(importlib.import_module(module), function)(conn, account, clock)
+    return account, client, secret
+
+
+# -- accounts --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NewAccount:
+    """An account just added: its admin user and client; ``secret`` is known only now."""
+
+    account: Account
+    user_id: str
+    client: OAuthClient
+    secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class AccountSummary:
+    """An account as ``emulator accounts list`` shows it (no secrets)."""
+
+    account: Account
+    default: bool
+    clients: int
+    users: int
+
+
+def check_account_name(service_client_id: str) -> None:
+    """UsageError unless ``service_client_id`` is a usable account name (it is also a profile
+    name and a URL path segment)."""
+    if not _ACCOUNT_ID.match(service_client_id):
+        raise UsageError(
+            f"invalid account name {service_client_id!r}",
+            hint="use 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        )
+
+
+def add_account(
+    conn: Store, clock: Clock, service_client_id: str, *, environment: str = DEFAULT_ENVIRONMENT
+) -> NewAccount:
+    """Add an account with its own Hashkey, admin user (every permission) and a client whose
+    secret is returned once. UsageError for an invalid name or environment; PrefctlError when
+    the account exists."""
+    check_account_name(service_client_id)
+    if environment not in ENVIRONMENTS:
+        raise UsageError(
+            f"invalid environment {environment!r}", hint=f"use one of: {', '.join(ENVIRONMENTS)}"
+        )
+    bootstrap(conn, clock)
+    with transaction(conn):
+        if accounts.get_account(conn, service_client_id) is not None:
+            raise PrefctlError(
+                f"account '{service_client_id}' already exists in this emulator",
+                hint="'prefctl emulator accounts list' shows them",
+            )
+        account, client, secret = _create_account(
+            conn, clock, service_client_id, environment, client_name=service_client_id
+        )
+    return NewAccount(account, DEFAULT_USER_ID, client, secret)
+
+
+def list_accounts(conn: Store, clock: Clock) -> list[AccountSummary]:
+    """Every account of the emulator, the default one (profile ``local``'s) first created."""
+    default = bootstrap(conn, clock).account.service_client_id
+    clients = accounts.list_clients(conn)
+    users = accounts.list_users(conn)
+    return [
+        AccountSummary(
+            account,
+            default=account.service_client_id == default,
+            clients=sum(c.service_client_id == account.service_client_id for c in clients),
+            users=sum(u.service_client_id == account.service_client_id for u in users),
+        )
+        for account in accounts.list_accounts(conn)
+    ]
+
+
+def check_removable(conn: Store, clock: Clock, service_client_id: str) -> Account:
+    """The account ``remove_account`` would delete. NotFoundError for an unknown account;
+    PrefctlError for the default account, which profile ``local`` uses."""
+    default = bootstrap(conn, clock).account.service_client_id
+    account = accounts.get_account(conn, service_client_id)
+    if account is None:
+        raise NotFoundError(
+            f"no account '{service_client_id}' in this emulator",
+            hint="'prefctl emulator accounts list' shows them",
+        )
+    if service_client_id == default:
+        raise PrefctlError(
+            f"account '{service_client_id}' is the emulator's default account "
+            "(profile 'local') and cannot be removed",
+            hint="'prefctl emulator reset' wipes the whole store instead",
+        )
+    return account
+
+
+def remove_account(conn: Store, clock: Clock, service_client_id: str) -> Account:
+    """Delete an account and everything it owns (its clients and tokens, users, profiles,
+    subscriptions, settings, events, deliveries, alerts); errors as ``check_removable``."""
+    with transaction(conn):
+        account = check_removable(conn, clock, service_client_id)
+        accounts.delete_account(conn, service_client_id)
+    return account
 
 
 def add_client(

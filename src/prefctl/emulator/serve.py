@@ -235,6 +235,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     with admin.open_admin_store(data_dir) as conn:
         _check_store(conn, data_dir)
         boot = admin.bootstrap(conn, clock)
+        client_ids = {client.client_id for client in admin.list_clients(conn, clock)}
     register_secret(boot.credentials.client_secret)
     register_secret(boot.account.hashkey)
     account = LocalAccount(
@@ -287,6 +288,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
                 api_url=ctx.api_url,
                 account=account,
                 ca_bundle=ca_bundle,
+                client_ids=client_ids,
             )
     except BaseException:
         if ctx is not None:

@@ -140,6 +140,31 @@ def list_accounts(conn: sqlite3.Connection) -> list[Account]:
     return [_account(row) for row in rows]
 
 
+def delete_account(conn: sqlite3.Connection, service_client_id: str) -> bool:
+    """Delete an account and everything it owns; False when there is no such account.
+
+    Foreign keys take what hangs off the account (clients, users, profiles, subscriptions,
+    settings, programs, events, deliveries and their attempts, imports, alert incidents); the
+    token bookkeeping (keyed by client id) and the alert emails (kept without foreign keys so that
+    they outlive a subscription) are deleted here first.
+    """
+    for statement in _ACCOUNT_BOOKKEEPING_DELETES:
+        conn.execute(statement, (service_client_id,))
+    cursor = conn.execute("DELETE FROM accounts WHERE service_client_id = ?", (service_client_id,))
+    return cursor.rowcount > 0
+
+
+_ACCOUNT_BOOKKEEPING_DELETES = (
+    "DELETE FROM revoked_tokens WHERE jti IN (SELECT jti FROM issued_tokens WHERE client_id IN"
+    " (SELECT client_id FROM oauth_clients WHERE service_client_id = ?))",
+    "DELETE FROM issued_tokens WHERE client_id IN"
+    " (SELECT client_id FROM oauth_clients WHERE service_client_id = ?)",
+    "DELETE FROM used_assertions WHERE client_id IN"
+    " (SELECT client_id FROM oauth_clients WHERE service_client_id = ?)",
+    "DELETE FROM alert_messages WHERE service_client_id = ?",
+)
+
+
 def _account(row: sqlite3.Row) -> Account:
     return Account(
         service_client_id=row["service_client_id"],
