@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-import orjson
+from prefctl.store._dialect import any_of
 
 __all__ = [
     "Batch",
@@ -109,10 +109,10 @@ def live_incidents(
     if subscription_ids is None:
         rows = conn.execute("SELECT * FROM alert_incidents WHERE state <> 'closed' ORDER BY id")
     else:
+        condition, param = any_of(conn, "subscription_id", sorted(set(subscription_ids)))
         rows = conn.execute(
-            "SELECT * FROM alert_incidents WHERE state <> 'closed'"
-            " AND subscription_id IN (SELECT value FROM json_each(?)) ORDER BY id",
-            (orjson.dumps(sorted(set(subscription_ids))).decode(),),
+            f"SELECT * FROM alert_incidents WHERE state <> 'closed' AND {condition} ORDER BY id",  # noqa: S608
+            (param,),
         )
     return [_incident(row) for row in rows]
 
@@ -130,10 +130,11 @@ def open_incident(
     ``window_start``; older ones can no longer count and are dropped."""
     cursor = conn.execute(
         "INSERT INTO alert_incidents (service_client_id, subscription_id, state, opened_at,"
-        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)",
+        " last_dead_letter_at, dead_letters, next_alert_at) VALUES (?, ?, 'open', ?, ?, 0, ?)"
+        " RETURNING id",
         (account, subscription_id, now, now, next_alert_at),
     )
-    incident_id = int(cursor.lastrowid or 0)
+    incident_id = int(cursor.fetchone()[0])
     prune_unattached(conn, before=window_start, subscription_id=subscription_id)
     attached = attach_recent(conn, subscription_id, incident_id)
     conn.execute(

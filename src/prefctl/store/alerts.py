@@ -94,7 +94,7 @@ def add_alert(conn: sqlite3.Connection, alert: NewAlert) -> int:
         "INSERT INTO alert_messages (incident_id, service_client_id, subscription_id,"
         " subscription_name, kind, sequence, dead_letters, incident_dead_letters, recipients,"
         " subject, message_id, message, created_at, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 'pending')",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 'pending') RETURNING id",
         (
             alert.incident_id,
             alert.service_client_id,
@@ -110,7 +110,7 @@ def add_alert(conn: sqlite3.Connection, alert: NewAlert) -> int:
             alert.created_at,
         ),
     )
-    return int(cursor.lastrowid or 0)
+    return int(cursor.fetchone()[0])
 
 
 def set_alert_message(conn: sqlite3.Connection, alert_id: int, message: str) -> None:

@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from prefctl.store._dialect import any_of
 from prefctl.store.deliveries import AttemptOutcome, DeliveryState
 from prefctl.store.timestamps import wire_time
 
@@ -152,8 +151,9 @@ def list_deliveries(
         where.append("d.subscription_id = ?")
         args.append(query.subscription_id)
     if query.event_ids:
-        where.append("e.event_id IN (SELECT value FROM json_each(?))")
-        args.append(orjson.dumps(list(query.event_ids)).decode())
+        condition, param = any_of(conn, "e.event_id", query.event_ids)
+        where.append(condition)
+        args.append(param)
     if query.reason is not None:
         where.append("d.dead_letter_reason = ?")
         args.append(query.reason)
@@ -178,20 +178,16 @@ def get_delivery(conn: sqlite3.Connection, delivery_id: int) -> DeliveryRecord |
 
 def get_deliveries(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> list[DeliveryRecord]:
     """The deliveries of ``delivery_ids`` that exist, in one query (in id order)."""
-    rows = conn.execute(
-        f"{_SELECT} WHERE d.id IN (SELECT value FROM json_each(?)) ORDER BY d.id",  # noqa: S608 (constant)
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "d.id", delivery_ids)
+    rows = conn.execute(f"{_SELECT} WHERE {condition} ORDER BY d.id", (param,))
     return [_record(row) for row in rows]
 
 
 def delivery_states(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> dict[int, str]:
     """Delivery id → state, for those of ``delivery_ids`` that exist (one light query: for
     polling many deliveries until they are final)."""
-    rows = conn.execute(
-        "SELECT id, state FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "id", delivery_ids)
+    rows = conn.execute(f"SELECT id, state FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return {int(row[0]): str(row[1]) for row in rows}
 
 
@@ -207,10 +203,8 @@ def list_attempts(conn: sqlite3.Connection, delivery_id: int) -> list[AttemptRec
 
 def delete_deliveries(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> int:
     """Remove deliveries and their attempt logs (``deadletters purge``); returns how many."""
-    cursor = conn.execute(
-        "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "id", delivery_ids)
+    cursor = conn.execute(f"DELETE FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return cursor.rowcount
 
 

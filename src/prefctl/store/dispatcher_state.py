@@ -16,6 +16,8 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from prefctl.store._dialect import portable
+
 __all__ = [
     "HealthRow",
     "TlsRow",
@@ -128,16 +130,19 @@ def due_exists(conn: sqlite3.Connection, now: float, account: str | None = None)
         " AND s.state = 'Active' AND s.provisioning_state = 'Succeeded'"
     )
     if account is None:
-        return conn.execute(sql + " LIMIT 1", (now,)).fetchone() is not None
+        return conn.execute(portable(conn, sql + " LIMIT 1"), (now,)).fetchone() is not None
     sql += " AND s.service_client_id = ? LIMIT 1"
-    return conn.execute(sql, (now, account)).fetchone() is not None
+    return conn.execute(portable(conn, sql), (now, account)).fetchone() is not None
 
 
 def lease_owners(conn: sqlite3.Connection) -> list[str]:
     """The distinct owners of ``in_flight`` deliveries."""
     rows = conn.execute(
-        "SELECT DISTINCT lease_owner FROM deliveries INDEXED BY deliveries_leases"
-        " WHERE state = 'in_flight' AND lease_until IS NOT NULL"
+        portable(
+            conn,
+            "SELECT DISTINCT lease_owner FROM deliveries INDEXED BY deliveries_leases"
+            " WHERE state = 'in_flight' AND lease_until IS NOT NULL",
+        )
     )
     return [row[0] for row in rows]
 
