@@ -23,16 +23,18 @@ Inspection (listing, dead letters, the attempt timeline) lives in ``delivery_his
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
 
 from prefctl.store.db import atomic, execute_rows
 from prefctl.store.timestamps import wire_time
 from prefctl.webhooks.envelope import build_event, encode
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "FINAL_STATES",
@@ -169,9 +171,7 @@ class RecordOutcome:
     stale: list[int]
 
 
-def add_deliveries(
-    conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float | None
-) -> int:
+def add_deliveries(conn: Store, deliveries: Iterable[NewDelivery], *, now: float | None) -> int:
     """Create deliveries (queued, or held), in order; returns how many. A queued delivery's
     EventTime is ``now``, or with ``now`` None its event's own time (the simulator's load, whose
     events happen over a stretch of time, is written in one call)."""
@@ -251,7 +251,7 @@ _CLAIM_ACCOUNT = _CLAIM_SQL.format(account="AND s.service_client_id = :account")
 
 
 def claim_due(
-    conn: sqlite3.Connection,
+    conn: Store,
     now: float,
     limit: int,
     lease_seconds: float,
@@ -344,7 +344,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
-def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) -> RecordOutcome:
+def record_results(conn: Store, results: Sequence[DeliveryResult]) -> RecordOutcome:
     """Record a batch of outcomes (one per delivery) in one transaction: new states and the
     attempt log.
 
@@ -398,7 +398,7 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
     return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
 
 
-def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+def _existing(conn: Store, ids: list[int]) -> set[int]:
     rows = conn.execute(
         "SELECT id FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
         (orjson.dumps(ids).decode(),),
@@ -419,7 +419,7 @@ def _attempt_row(delivery_id: int, a: Attempt) -> tuple[Any, ...]:
     )
 
 
-def release_claims(conn: sqlite3.Connection, owner: str) -> int:
+def release_claims(conn: Store, owner: str) -> int:
     """Give back every lease ``owner`` holds (a clean shutdown), unchanged and due as before."""
     with atomic(conn):
         cursor = conn.execute(
@@ -431,7 +431,7 @@ def release_claims(conn: sqlite3.Connection, owner: str) -> int:
     return cursor.rowcount
 
 
-def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
+def hold_queued(conn: Store, subscription_id: int) -> int:
     """Pause with catch-up: queued deliveries wait as ``held`` (they get a new EventTime later)."""
     cursor = conn.execute(
         "UPDATE deliveries INDEXED BY deliveries_due"
@@ -442,7 +442,7 @@ def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
     return cursor.rowcount
 
 
-def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
+def drop_pending(conn: Store, subscription_id: int) -> int:
     """Pause without catch-up: queued and held deliveries are dropped."""
     # One statement per state, so that each reads its partial index (schema 0008).
     queued = conn.execute(
@@ -458,9 +458,7 @@ def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
     return queued.rowcount + held.rowcount
 
 
-def dead_letter_pending(
-    conn: sqlite3.Connection, subscription_id: int, *, reason: str, now: float
-) -> int:
+def dead_letter_pending(conn: Store, subscription_id: int, *, reason: str, now: float) -> int:
     """The subscription can no longer receive (its new Url failed validation): queued and held
     deliveries are dead-lettered at ``now`` with ``reason`` (a held one gets EventTime ``now``)."""
     cursor = conn.execute(
@@ -472,7 +470,7 @@ def dead_letter_pending(
     return cursor.rowcount
 
 
-def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) -> int:
+def release_held(conn: Store, subscription_id: int, *, now: float) -> int:
     """Resume: held deliveries are queued, due now, with EventTime ``now``."""
     cursor = conn.execute(
         "UPDATE deliveries INDEXED BY deliveries_held"
@@ -500,7 +498,7 @@ RETURNING id
 """
 
 
-def requeue(conn: sqlite3.Connection, delivery_ids: Iterable[int], *, now: float) -> int:
+def requeue(conn: Store, delivery_ids: Iterable[int], *, now: float) -> int:
     """Redrive: delivered or dead-lettered deliveries start over (attempts 0, EventTime ``now``,
     due now); their attempt log is kept. Pending ones are left alone. Returns how many moved."""
     ids = orjson.dumps(list(delivery_ids)).decode()
@@ -508,7 +506,7 @@ def requeue(conn: sqlite3.Connection, delivery_ids: Iterable[int], *, now: float
     return cursor.rowcount
 
 
-def enqueue(conn: sqlite3.Connection, event_rowid: int, subscription_id: int, *, now: float) -> int:
+def enqueue(conn: Store, event_rowid: int, subscription_id: int, *, now: float) -> int:
     """Replay one event to one subscription: a new delivery, or a finished one started over; a
     pending one is left as it is. Returns the delivery id."""
     params = {"event_rowid": event_rowid, "subscription_id": subscription_id, "now": now}
