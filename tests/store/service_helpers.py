@@ -3,7 +3,6 @@ subscription that has passed its handshake."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,7 @@ def subscription_body(
 
 
 def add_subscription(
-    conn: sqlite3.Connection,
+    conn: Store,
     body: dict[str, Any],
     *,
     account: str = ACCOUNT,

@@ -238,13 +238,14 @@ class Engine:
         when the connection broke are recorded by the next cycle; claims rolled back with it
         were never sent."""
         lost = getattr(self.conn, "lost", None)
-        if lost is None or not lost():
+        reconnect = getattr(self.conn, "reconnect", None)
+        if lost is None or reconnect is None or not lost():
             return False
         log.warning("lost the store's connection (%s): reconnecting", exc)
         delay = RECONNECT_FIRST_SECONDS
         while stop is None or not stop.is_set():
             try:
-                await asyncio.to_thread(self.conn.reconnect)  # type: ignore[attr-defined]
+                await asyncio.to_thread(reconnect)
             except PrefctlError as again:
                 log.debug("the store does not answer yet: %s", again)
                 await self._sleep_until(epoch(self.clock.now()) + delay, stop, real=True)

@@ -169,7 +169,11 @@ async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
                 signature_encoding=config.signature_encoding,
             )
             loop = asyncio.get_running_loop()
-            listener = listen_for_due(location, lambda: loop.call_soon_threadsafe(engine.wake))
+
+            def wake() -> None:  # on the listener's thread
+                loop.call_soon_threadsafe(engine.wake)
+
+            listener = listen_for_due(location, wake)
             if listener is not None:
                 closers.append(listener.close)
             yield engine

@@ -27,7 +27,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefctl.store.connection import Store
+    from typing import TypeAlias
+
+    from prefctl.store.connection import Store as SqliteStore
+    from prefctl.store.postgres import PgStore
+
+    # What callers annotate: a store on either engine (the SQLite ``Store`` of connection.py or
+    # the ``PgStore`` of postgres.py), both with the same verbs and a ``dialect``.
+    Store: TypeAlias = SqliteStore | PgStore
 
 __all__ = ["Store"]
 

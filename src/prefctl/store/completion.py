@@ -13,6 +13,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
 
 LIMIT = 200  # a shell shows no more than this usefully; the newest come first
 _TIMEOUT_S = 0.2

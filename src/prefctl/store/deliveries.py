@@ -23,10 +23,9 @@ Inspection (listing, dead letters, the attempt timeline) lives in ``delivery_his
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
 
@@ -34,6 +33,10 @@ from prefctl.store._dialect import any_of, is_postgres, notify_due, portable
 from prefctl.store.db import atomic, execute_rows
 from prefctl.store.timestamps import wire_time
 from prefctl.webhooks.envelope import build_event, encode
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
+    from prefctl.store.postgres import PgStore
 
 __all__ = [
     "FINAL_STATES",
@@ -170,9 +173,7 @@ class RecordOutcome:
     stale: list[int]
 
 
-def add_deliveries(
-    conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float | None
-) -> int:
+def add_deliveries(conn: Store, deliveries: Iterable[NewDelivery], *, now: float | None) -> int:
     """Create deliveries (queued, or held), in order; returns how many. A queued delivery's
     EventTime is ``now``, or with ``now`` None its event's own time (the simulator's load, whose
     events happen over a stretch of time, is written in one call)."""
@@ -312,7 +313,7 @@ WHERE id IN (
 
 
 def claim_due(
-    conn: sqlite3.Connection,
+    conn: Store,
     now: float,
     limit: int,
     lease_seconds: float,
@@ -335,7 +336,7 @@ def claim_due(
     checked only at the next scheduled attempt"); the caller must not send them.
     """
     lease_until = now + lease_seconds
-    if is_postgres(conn):
+    if conn.dialect == "postgresql":
         return _claim_due_postgres(
             conn, now, limit, lease_until, owner, account, expired_before, max_attempts
         )
@@ -378,7 +379,7 @@ def _claim_order(row: _ClaimRow) -> tuple[float, int]:
 
 
 def _claim_due_postgres(
-    conn: Any,
+    conn: PgStore,
     now: float,
     limit: int,
     lease_until: float,
@@ -398,9 +399,12 @@ def _claim_due_postgres(
     with atomic(conn):
         conn.execute(_TAKE_BACK_POSTGRES, (now,))
         if account is None:
-            rows = conn.execute(_CLAIM_ALL_POSTGRES, params).fetchall()
+            rows: list[_ClaimRow] = conn.execute(
+                _CLAIM_ALL_POSTGRES, params, tuples=True
+            ).fetchall()
         else:
-            rows = conn.execute(_CLAIM_ACCOUNT_POSTGRES, {**params, "account": account}).fetchall()
+            params["account"] = account
+            rows = conn.execute(_CLAIM_ACCOUNT_POSTGRES, params, tuples=True).fetchall()
     claimed = [ClaimedDelivery(*row, lease_until=lease_until) for row in rows]
     claimed.sort(key=lambda d: (d.next_attempt_at, d.delivery_id))
     return claimed
@@ -438,7 +442,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
-def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) -> RecordOutcome:
+def record_results(conn: Store, results: Sequence[DeliveryResult]) -> RecordOutcome:
     """Record a batch of outcomes (one per delivery) in one transaction: new states and the
     attempt log.
 
@@ -453,7 +457,7 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
             raise ValueError(
                 f"delivery {result.delivery_id}: a queued result needs next_attempt_at"
             )
-    if is_postgres(conn):
+    if conn.dialect == "postgresql":
         return _record_results_postgres(conn, results, ids)
     applied: set[int] = set()
     with atomic(conn):
@@ -519,7 +523,7 @@ RETURNING d.id
 
 
 def _record_results_postgres(
-    conn: Any, results: Sequence[DeliveryResult], ids: list[int]
+    conn: PgStore, results: Sequence[DeliveryResult], ids: list[int]
 ) -> RecordOutcome:
     columns: list[list[Any]] = [[] for _ in range(12)]
     for r in results:
@@ -560,7 +564,7 @@ def _record_results_postgres(
     return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
 
 
-def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+def _existing(conn: Store, ids: list[int]) -> set[int]:
     condition, param = any_of(conn, "id", ids)
     rows = conn.execute(f"SELECT id FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return {row[0] for row in rows}
@@ -579,7 +583,7 @@ def _attempt_row(delivery_id: int, a: Attempt) -> tuple[Any, ...]:
     )
 
 
-def release_claims(conn: sqlite3.Connection, owner: str) -> int:
+def release_claims(conn: Store, owner: str) -> int:
     """Give back every lease ``owner`` holds (a clean shutdown), unchanged and due as before."""
     with atomic(conn):
         cursor = conn.execute(
@@ -594,7 +598,7 @@ def release_claims(conn: sqlite3.Connection, owner: str) -> int:
     return cursor.rowcount
 
 
-def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
+def hold_queued(conn: Store, subscription_id: int) -> int:
     """Pause with catch-up: queued deliveries wait as ``held`` (they get a new EventTime later)."""
     cursor = conn.execute(
         portable(
@@ -608,7 +612,7 @@ def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
     return cursor.rowcount
 
 
-def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
+def drop_pending(conn: Store, subscription_id: int) -> int:
     """Pause without catch-up: queued and held deliveries are dropped."""
     # One statement per state, so that each reads its partial index (schema 0008).
     queued = conn.execute(
@@ -630,9 +634,7 @@ def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
     return queued.rowcount + held.rowcount
 
 
-def dead_letter_pending(
-    conn: sqlite3.Connection, subscription_id: int, *, reason: str, now: float
-) -> int:
+def dead_letter_pending(conn: Store, subscription_id: int, *, reason: str, now: float) -> int:
     """The subscription can no longer receive (its new Url failed validation): queued and held
     deliveries are dead-lettered at ``now`` with ``reason`` (a held one gets EventTime ``now``)."""
     cursor = conn.execute(
@@ -644,7 +646,7 @@ def dead_letter_pending(
     return cursor.rowcount
 
 
-def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) -> int:
+def release_held(conn: Store, subscription_id: int, *, now: float) -> int:
     """Resume: held deliveries are queued, due now, with EventTime ``now``."""
     with atomic(conn):
         cursor = conn.execute(
@@ -678,7 +680,7 @@ RETURNING id
 """
 
 
-def requeue(conn: sqlite3.Connection, delivery_ids: Iterable[int], *, now: float) -> int:
+def requeue(conn: Store, delivery_ids: Iterable[int], *, now: float) -> int:
     """Redrive: delivered or dead-lettered deliveries start over (attempts 0, EventTime ``now``,
     due now); their attempt log is kept. Pending ones are left alone. Returns how many moved."""
     condition, ids = any_of(conn, "id", delivery_ids)
@@ -690,7 +692,7 @@ def requeue(conn: sqlite3.Connection, delivery_ids: Iterable[int], *, now: float
     return cursor.rowcount
 
 
-def enqueue(conn: sqlite3.Connection, event_rowid: int, subscription_id: int, *, now: float) -> int:
+def enqueue(conn: Store, event_rowid: int, subscription_id: int, *, now: float) -> int:
     """Replay one event to one subscription: a new delivery, or a finished one started over; a
     pending one is left as it is. Returns the delivery id."""
     params = {"event_rowid": event_rowid, "subscription_id": subscription_id, "now": now}

@@ -11,11 +11,14 @@ the queue's own words (``state``, ``outcome``, ``dead_letter_reason``).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prefctl.store._dialect import is_postgres, portable
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "DeliveryCounts",
@@ -55,12 +58,12 @@ class TimelineRow:
     count: int
 
 
-def count_events(conn: sqlite3.Connection) -> int:
+def count_events(conn: Store) -> int:
     """How many events the store holds (every account)."""
     return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
 
 
-def delivery_counts(conn: sqlite3.Connection, subscription_id: int | None) -> DeliveryCounts:
+def delivery_counts(conn: Store, subscription_id: int | None) -> DeliveryCounts:
     """The counts of every delivery, or of ``subscription_id``'s alone."""
     where = "" if subscription_id is None else f" AND d.subscription_id = {int(subscription_id)}"
     states = dict(
@@ -121,9 +124,7 @@ _TIMELINE = (
 )
 
 
-def timeline_counts(
-    conn: sqlite3.Connection, start: float, seconds: float
-) -> Iterator[TimelineRow]:
+def timeline_counts(conn: Store, start: float, seconds: float) -> Iterator[TimelineRow]:
     """What happened in each bucket of ``seconds`` from ``start``: events by their
     OriginalEventTime (kind ``events``); attempts that did not deliver, by when they were sent
     (kind: their outcome); deliveries by when they became final (kind: ``delivered`` or
@@ -137,7 +138,7 @@ def timeline_counts(
             yield TimelineRow(int(bucket), str(kind), int(count))
 
 
-def next_due_at(conn: sqlite3.Connection) -> float | None:
+def next_due_at(conn: Store) -> float | None:
     """When the first queued delivery comes due (Unix seconds), None with none queued."""
     row = conn.execute(
         portable(
@@ -149,7 +150,7 @@ def next_due_at(conn: sqlite3.Connection) -> float | None:
     return None if row[0] is None else float(row[0])
 
 
-def has_unfinished(conn: sqlite3.Connection) -> bool:
+def has_unfinished(conn: Store) -> bool:
     """Whether a delivery is still queued or in flight."""
     row = conn.execute(
         portable(
@@ -163,7 +164,7 @@ def has_unfinished(conn: sqlite3.Connection) -> bool:
     return bool(row[0])
 
 
-def last_finished_at(conn: sqlite3.Connection) -> float | None:
+def last_finished_at(conn: Store) -> float | None:
     """When the last delivery became final (Unix seconds), None with none final."""
     row = conn.execute("SELECT max(finished_at) FROM deliveries").fetchone()
     return None if row[0] is None else float(row[0])

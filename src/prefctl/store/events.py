@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,6 +21,9 @@ from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 from prefctl.store.connection import stored_json
 from prefctl.store.db import atomic
 from prefctl.store.timestamps import wire_time
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "RETENTION_DAYS",
@@ -121,7 +124,7 @@ _INSERT_SQL = (
 )
 
 
-def insert_events(conn: sqlite3.Connection, account: str, events: Iterable[NewEvent]) -> list[int]:
+def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list[int]:
     """Store events; returns their row ids (what deliveries point at), in order.
 
     The ids are the ones SQLite would choose (one above the largest), assigned here under the
@@ -154,7 +157,7 @@ _COLUMNS = (
 )
 
 
-def get_event(conn: sqlite3.Connection, account: str, event_id: str) -> StoredEvent | None:
+def get_event(conn: Store, account: str, event_id: str) -> StoredEvent | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM events e WHERE e.event_id = ? AND e.service_client_id = ?",  # noqa: S608
         (event_id, account),
@@ -163,7 +166,7 @@ def get_event(conn: sqlite3.Connection, account: str, event_id: str) -> StoredEv
 
 
 def list_events(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     query: EventQuery,
     *,
@@ -213,9 +216,7 @@ def list_events(
     return EventPage(events, next_cursor)
 
 
-def purge_events(
-    conn: sqlite3.Connection, now: float, *, retention_days: int = RETENTION_DAYS
-) -> int:
+def purge_events(conn: Store, now: float, *, retention_days: int = RETENTION_DAYS) -> int:
     """Delete events older than ``retention_days`` with their deliveries; returns how many."""
     cutoff = now - retention_days * 86_400
     accounts = [row[0] for row in conn.execute("SELECT service_client_id FROM accounts")]
@@ -230,7 +231,7 @@ def purge_events(
     )
 
 
-def stored_rowid(conn: sqlite3.Connection, account: str, event: NewEvent) -> int | None:
+def stored_rowid(conn: Store, account: str, event: NewEvent) -> int | None:
     """The row id of ``event`` in ``account``: the stored one's, or the one it gets stored with
     now; None when its EventId is stored for another account (EventIds are unique across
     accounts). Run it in the caller's transaction."""
@@ -243,7 +244,7 @@ def stored_rowid(conn: sqlite3.Connection, account: str, event: NewEvent) -> int
         return None
 
 
-def drop_history_indexes(conn: sqlite3.Connection) -> None:
+def drop_history_indexes(conn: Store) -> None:
     """Drop the indexes that only reading the event history uses, for a store whose events are
     never listed (the simulator's): every event written costs less. ``list_events`` still
     answers, by a scan."""

@@ -18,11 +18,10 @@ only in its ``profile.deleted`` event (kept 15 days). Functions here do not open
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -30,6 +29,9 @@ from prefctl.clock import utc_timestamp
 from prefctl.errors import UsageError
 from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 from prefctl.store.connection import stored_json
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -73,7 +75,7 @@ class ProfilePage:
     next_cursor: str | None
 
 
-def next_profile_id(conn: sqlite3.Connection, account: str) -> int:
+def next_profile_id(conn: Store, account: str) -> int:
     """Take the account's next ProfileId (1001, 1002, …); rolled back with the transaction."""
     row = conn.execute(
         "INSERT INTO profile_sequences (service_client_id, last_profile_id) VALUES (?, ?)"
@@ -111,7 +113,7 @@ def prepare_profile(
     return profile
 
 
-def get_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> dict[str, Any] | None:
+def get_profile(conn: Store, account: str, profile_id: int) -> dict[str, Any] | None:
     """The wire profile, or None when the account has no such profile."""
     row = conn.execute(
         "SELECT body FROM profiles WHERE service_client_id = ? AND profile_id = ?",
@@ -121,7 +123,7 @@ def get_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> dict
 
 
 def save_profile(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     profile: Mapping[str, Any],
     *,
@@ -194,7 +196,7 @@ class _SearchKeys:
         return cls(frozenset(emails), frozenset(d for d in phones if d), frozenset(alternate_ids))
 
 
-def delete_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> bool:
+def delete_profile(conn: Store, account: str, profile_id: int) -> bool:
     """Remove the profile and its search keys; False when there was none."""
     cursor = conn.execute(
         "DELETE FROM profiles WHERE service_client_id = ? AND profile_id = ?", (account, profile_id)
@@ -203,7 +205,7 @@ def delete_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> b
 
 
 def search_profiles(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     query: ProfileQuery,
     *,

@@ -10,11 +10,14 @@ against the ranges here too, because support-team commands write settings withou
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from prefctl.errors import UsageError
 from prefctl.models.setting_ranges import SETTING_RANGES
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = ["default_settings", "get_settings", "put_settings", "update_settings"]
 
@@ -24,7 +27,7 @@ def default_settings() -> dict[str, int]:
     return {name: limits.default for name, limits in SETTING_RANGES.items()}
 
 
-def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
+def get_settings(conn: Store, account: str) -> dict[str, int]:
     """Every setting of ``account``: stored values over the defaults."""
     settings = default_settings()
     rows = conn.execute(
@@ -34,21 +37,17 @@ def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
     return settings
 
 
-def put_settings(
-    conn: sqlite3.Connection, account: str, values: Mapping[str, int]
-) -> dict[str, int]:
+def put_settings(conn: Store, account: str, values: Mapping[str, int]) -> dict[str, int]:
     """Replace the settings (PUT): a setting left out goes back to its default."""
     return _write(conn, account, {**default_settings(), **values})
 
 
-def update_settings(
-    conn: sqlite3.Connection, account: str, changes: Mapping[str, int]
-) -> dict[str, int]:
+def update_settings(conn: Store, account: str, changes: Mapping[str, int]) -> dict[str, int]:
     """Change some settings and keep the others."""
     return _write(conn, account, {**get_settings(conn, account), **changes})
 
 
-def _write(conn: sqlite3.Connection, account: str, settings: dict[str, int]) -> dict[str, int]:
+def _write(conn: Store, account: str, settings: dict[str, int]) -> dict[str, int]:
     problems = [f"unknown setting {name!r}" for name in settings if name not in SETTING_RANGES]
     for name, limits in SETTING_RANGES.items():
         value = settings[name]

@@ -1,0 +1,170 @@
+"""The store on either backend: opening, migrating, transactions and errors, on SQLite and on a
+real PostgreSQL server (tests/fixtures/postgres.py); and what only PostgreSQL has (a server that
+cannot be reached, a refused password, placeholders translated)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, UnreachableError
+from prefctl.store.db import connect, open_store
+from prefctl.store.errors import StoreBusyError, StoreError
+from prefctl.store.migrations import bundled_migrations
+from prefctl.store.postgres import redacted, translate
+
+
+def test_open_store_applies_every_migration_on_each_backend(store_location: str) -> None:
+    with open_store(store_location) as store:
+        names = [row["name"] for row in store.execute("SELECT name FROM schema_migrations")]
+    assert sorted(names) == [m.name for m in bundled_migrations()]
+
+
+def test_migrations_have_the_same_names_on_both_backends() -> None:
+    sqlite = [m.name for m in bundled_migrations("sqlite")]
+    postgresql = [m.name for m in bundled_migrations("postgresql")]
+    assert postgresql == sqlite
+
+
+def test_open_store_reopened_applies_nothing_again(store_location: str) -> None:
+    with open_store(store_location):
+        pass
+    with open_store(store_location) as store:
+        count = store.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+    assert count == len(bundled_migrations())
+
+
+def test_open_store_by_several_threads_at_once_migrates_once(postgres_url: str) -> None:
+    failures: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            with open_store(postgres_url):
+                pass
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    with open_store(postgres_url) as store:
+        count = store.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+    assert count == len(bundled_migrations())
+
+
+def test_store_rows_read_by_name_and_by_index(store_location: str) -> None:
+    with open_store(store_location) as store:
+        row = store.execute("SELECT 7 AS seven, 'x' AS letter").fetchone()
+    assert (row["seven"], row[0], row["letter"], row[1]) == (7, 7, "x", "x")
+    assert dict(row) == {"seven": 7, "letter": "x"}
+
+
+def test_store_transaction_that_raises_leaves_nothing(store_location: str) -> None:
+    with open_store(store_location) as store:
+        with pytest.raises(RuntimeError), store.transaction():
+            store.execute(
+                "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES (?, ?, ?)",
+                ("k1", "pem", 1.0),
+            )
+            raise RuntimeError("undo")
+        assert store.execute("SELECT count(*) FROM signing_keys").fetchone()[0] == 0
+
+
+def test_store_savepoint_that_raises_undoes_only_its_own_writes(store_location: str) -> None:
+    insert = "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES (?, ?, ?)"
+    with open_store(store_location) as store:
+        with store.transaction():
+            store.execute(insert, ("kept", "pem", 1.0))
+            with pytest.raises(RuntimeError), store.transaction():
+                store.execute(insert, ("undone", "pem", 2.0))
+                raise RuntimeError("undo the inner one")
+        kids = [row[0] for row in store.execute("SELECT kid FROM signing_keys")]
+    assert kids == ["kept"]
+
+
+def test_store_duplicate_key_is_a_store_error(store_location: str) -> None:
+    insert = "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES (?, ?, ?)"
+    with open_store(store_location) as store:
+        store.execute(insert, ("k", "pem", 1.0))
+        with pytest.raises(StoreError), store.transaction():
+            store.execute(insert, ("k", "pem", 1.0))
+        # the store is usable after the failed transaction
+        assert store.execute("SELECT count(*) FROM signing_keys").fetchone()[0] == 1
+
+
+def test_postgres_lock_held_past_the_timeout_is_a_busy_store(postgres_url: str) -> None:
+    with open_store(postgres_url) as first, open_store(postgres_url) as second:
+        first.execute("SELECT 1")  # both migrated
+        with first.transaction():
+            first.execute("LOCK TABLE signing_keys IN ACCESS EXCLUSIVE MODE")
+            second.execute("SET lock_timeout = '50ms'")
+            with pytest.raises(StoreBusyError):
+                second.execute("SELECT count(*) FROM signing_keys")
+
+
+def test_postgres_snapshot_sees_one_state_while_another_connection_commits(
+    postgres_url: str,
+) -> None:
+    insert = "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES (?, ?, ?)"
+    with open_store(postgres_url) as reader, open_store(postgres_url) as writer:
+        with reader.snapshot():
+            before = reader.execute("SELECT count(*) FROM signing_keys").fetchone()[0]
+            writer.execute(insert, ("k", "pem", 1.0))
+            during = reader.execute("SELECT count(*) FROM signing_keys").fetchone()[0]
+        after = reader.execute("SELECT count(*) FROM signing_keys").fetchone()[0]
+    assert (before, during, after) == (0, 0, 1)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_postgres_unreachable_is_exit_5_naming_the_host() -> None:
+    port = _closed_port()
+    with pytest.raises(UnreachableError) as caught:
+        connect(f"postgresql://prefctl:s3cret-pw@127.0.0.1:{port}/prefctl")
+    assert caught.value.exit_code == EXIT_UNREACHABLE
+    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert "s3cret-pw" not in f"{caught.value} {caught.value.hint}"
+
+
+def test_postgres_wrong_password_is_exit_3_without_the_password(
+    postgres_password_url: str,
+) -> None:
+    with pytest.raises(AuthError) as caught:
+        connect(postgres_password_url)
+    text = f"{caught.value} {caught.value.hint}"
+    assert caught.value.exit_code == EXIT_AUTH
+    assert "not-the-password-1f3a" not in text
+    assert "prefctl_password@" in text
+
+
+def test_translate_turns_sqlite_placeholders_into_numbered_ones() -> None:
+    assert translate("SELECT ? , ?")[0] == "SELECT $1 , $2"
+    assert translate("SELECT ?2, ?1, ?2")[0] == "SELECT $2, $1, $2"
+    assert translate("SELECT :a, :b, :a") == ("SELECT $1, $2, $1", ("a", "b"))
+
+
+def test_translate_leaves_literals_casts_and_comments_alone() -> None:
+    sql = "SELECT '?:x' AS \"?\", v::jsonb, 5 % 2 -- why? :y\nFROM t WHERE a = ?"
+    assert translate(sql)[0] == (
+        "SELECT '?:x' AS \"?\", v::jsonb, 5 % 2 -- why? :y\nFROM t WHERE a = $1"
+    )
+
+
+def test_postgres_percent_in_a_literal_and_a_parameter_round_trips(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        row = store.execute("SELECT '100%' AS literal, ? AS param", ("50% off",)).fetchone()
+    assert (row["literal"], row["param"]) == ("100%", "50% off")
+
+
+def test_redacted_url_drops_the_password() -> None:
+    assert redacted("postgresql://me:pw@db:5432/x") == "postgresql://me@db:5432/x"
+    assert redacted("postgresql://db/x") == "postgresql://db/x"
