@@ -169,6 +169,28 @@ class Rows(Protocol):
     def close(self) -> None: ...
 
 
+class _NoRows:
+    """The result of a statement that returns no rows (sqlite3 reads it as empty; psycopg
+    would raise)."""
+
+    __slots__ = ("rowcount",)
+
+    def __init__(self, rowcount: int) -> None:
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def close(self) -> None:
+        return None
+
+
 class PgCursor:
     """``PgStore.cursor()``: as a sqlite3 cursor is used in the store's hot loops; with
     ``row_factory = None`` its rows are plain tuples."""
@@ -248,6 +270,8 @@ class PgStore:
                 cursor.execute(text, values or None)
         except Exception as exc:
             raise _translated(exc, self) from exc
+        if cursor.description is None:  # no rows to read (as sqlite3 answers: none)
+            return _NoRows(cursor.rowcount)
         return cursor
 
     def executemany(
