@@ -11,7 +11,7 @@ on the last 15 days only).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +133,7 @@ def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list
     connections write at once): the ids are taken from the table's identity sequence there."""
     events = list(events)
     with atomic(conn):
+        ids: Sequence[int]
         if conn.dialect == "postgresql":
             ids = [
                 int(row[0])
@@ -144,7 +145,7 @@ def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list
             ]
         else:
             first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
-            ids = list(range(first, first + len(events)))
+            ids = range(first, first + len(events))
         rows = [
             (
                 rowid,

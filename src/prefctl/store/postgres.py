@@ -39,6 +39,7 @@ __all__ = [
     "PgRow",
     "PgStore",
     "connect_postgres",
+    "is_postgres_location",
     "pg_store_error",
     "redacted",
     "translate",
@@ -50,6 +51,12 @@ LOCK_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_SECONDS = 10
 
 _INSTALL_HINT = "install prefctl with its PostgreSQL extra: pip install 'prefctl[postgres]'"
+
+
+def is_postgres_location(location: object) -> bool:
+    """Whether ``location`` (a --store value) names a PostgreSQL database (``postgresql://…``
+    or ``postgres://…``) rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 def redacted(url: str) -> str:
@@ -401,12 +408,21 @@ class PgStore:
         self.close()
 
 
-def connect_postgres(url: str) -> PgStore:
+def connect_postgres(
+    url: str,
+    *,
+    connect_timeout: int = CONNECT_TIMEOUT_SECONDS,
+    statement_timeout_ms: int | None = None,
+) -> PgStore:
     """A PgStore on the database at ``url`` (``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``).
 
     UnreachableError (exit 5) naming the host when the server cannot be reached, AuthError
-    (exit 3) when it refuses the credentials; the password is in neither.
+    (exit 3) when it refuses the credentials; the password is in neither. A statement that runs
+    longer than ``statement_timeout_ms`` (when given) fails as busy.
     """
+    options = f"-c lock_timeout={LOCK_TIMEOUT_MS}"
+    if statement_timeout_ms is not None:
+        options += f" -c statement_timeout={statement_timeout_ms}"
     try:
         import psycopg
     except ImportError:
@@ -419,9 +435,9 @@ def connect_postgres(url: str) -> PgStore:
         conn = psycopg.connect(
             url,
             autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            connect_timeout=connect_timeout,
             cursor_factory=psycopg.RawCursor,
-            options=f"-c lock_timeout={LOCK_TIMEOUT_MS}",
+            options=options,
         )
     except psycopg.ProgrammingError as exc:  # a URL libpq cannot parse
         raise ConfigError(
