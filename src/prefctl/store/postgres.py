@@ -1,8 +1,8 @@
 """The store on PostgreSQL (15 or newer): ``PgStore``, the same verbs as the SQLite ``Store``.
 
-A team that shares one emulator runs it on PostgreSQL (docs/team-sandbox.md); the store modules
-run the same SQL on both engines wherever the engines agree, and choose by ``store.dialect`` where
-they differ. ``PgStore`` makes that possible with little ceremony:
+A team that shares one emulator runs it on PostgreSQL (CONTRIBUTING.md, "Two backends"); the
+store modules run the same SQL on both engines wherever the engines agree, and choose by
+``store.dialect`` where they differ. ``PgStore`` makes that possible with little ceremony:
 
 - the SQL text keeps SQLite's placeholders: ``?`` (in order), ``?N`` (numbered) and ``:name``
   (named, with a mapping of parameters). Each text is translated once (cached) to PostgreSQL's
