@@ -302,7 +302,9 @@ def execute_rows(
         params = list(first)
         for row in rows[start : start + size]:
             params += row
-        returned += conn.execute(statement(size), params).fetchall()
+        cursor = conn.execute(statement(size), params)
+        if cursor.description is not None:  # rows to return (PostgreSQL's refuses to fetch none)
+            returned += cursor.fetchall()
         start += size
     return returned
 
