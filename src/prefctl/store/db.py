@@ -73,6 +73,7 @@ __all__ = [
     "refuse_emptied",
     "require_store",
     "snapshot",
+    "sqlite_file",
     "store_error",
     "transaction",
 ]
@@ -82,6 +83,11 @@ def is_postgres_location(location: object) -> bool:
     """Whether ``location`` (a --store value) names a PostgreSQL database (``postgresql://…``
     or ``postgres://…``) rather than a SQLite file."""
     return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_file(location: Path | str) -> Path | str:
+    """The SQLite file a location that is not a PostgreSQL URL names (``sqlite:PATH`` → PATH)."""
+    return _sqlite_path(location)
 
 
 def _sqlite_path(location: Path | str) -> Path | str:
