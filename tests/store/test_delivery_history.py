@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +28,9 @@ T0 = 1_767_225_600.0
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    """A store on each backend (SQLite, PostgreSQL)."""
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 

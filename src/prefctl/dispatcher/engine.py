@@ -45,6 +45,7 @@ import base64
 import logging
 import math
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -53,7 +54,12 @@ from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher import policy
 from prefctl.dispatcher.config_cache import ConfigCache, DeliverySettings
 from prefctl.dispatcher.inflight import InFlight, Item, result
-from prefctl.dispatcher.leases import LeaseOwner, lease_seconds, release_dead_owners
+from prefctl.dispatcher.leases import (
+    SWEEP_SECONDS,
+    LeaseOwner,
+    lease_seconds,
+    release_dead_owners,
+)
 from prefctl.dispatcher.observer import (
     CycleResults,
     DeadLetter,
@@ -177,6 +183,7 @@ class Engine:
         self._carried: list[Item] = []  # results known before their cycle's batch
         self._ceiling = 0  # the sum of the accounts' MaxConcurrentRequests, as last sized
         self._woken = asyncio.Event()  # ``wake``: deliveries came due since the last cycle
+        self._next_sweep = time.monotonic() + SWEEP_SECONDS  # ``_sweep``; ``start`` swept
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -203,6 +210,7 @@ class Engine:
             while stop is None or not stop.is_set():
                 try:
                     self._take_wake()
+                    await self._sweep()
                     await self.run_cycle()
                     if once and self._drained():
                         break
@@ -215,6 +223,17 @@ class Engine:
         finally:
             await self.close()
         return self.totals
+
+    async def _sweep(self) -> None:
+        """Every ``SWEEP_SECONDS``, give back the leases of dead dispatchers on this host (a
+        dispatcher beside this one was killed): they are retried now, not when they expire."""
+        moment = time.monotonic()
+        if moment < self._next_sweep:
+            return
+        self._next_sweep = moment + SWEEP_SECONDS
+        released = await self._in_store(release_dead_owners, self.conn)
+        if released:
+            log.info("took back %d deliveries leased by a dispatcher that is gone", released)
 
     def wake(self) -> None:
         """Deliveries came due (a notification of the store: ``store/wakeups.py``): an account

@@ -74,9 +74,15 @@ __all__ = [
     "refuse_emptied",
     "require_store",
     "snapshot",
+    "sqlite_file",
     "store_error",
     "transaction",
 ]
+
+
+def sqlite_file(location: Path | str) -> Path | str:
+    """The SQLite file a location that is not a PostgreSQL URL names (``sqlite:PATH`` → PATH)."""
+    return _sqlite_path(location)
 
 
 def _sqlite_path(location: Path | str) -> Path | str:
@@ -297,7 +303,9 @@ def execute_rows(
         params = list(first)
         for row in rows[start : start + size]:
             params += row
-        returned += conn.execute(statement(size), params).fetchall()
+        cursor = conn.execute(statement(size), params)
+        if cursor.description is not None:  # rows to return (PostgreSQL's refuses to fetch none)
+            returned += cursor.fetchall()
         start += size
     return returned
 

@@ -500,17 +500,18 @@ def record_results(conn: Store, results: Sequence[DeliveryResult]) -> RecordOutc
 
 # PostgreSQL: the whole batch in one statement (a statement per result is a round trip per
 # result to the server). Each result's row of the arrays carries what its UPDATE would bind:
-# whether its attempt counts, and its owner (NULL: a result that may change any pending row).
+# whether its attempt counts (1 or 0: flags bind as integers), and its owner (NULL: a result
+# that may change any pending row).
 _RECORD_POSTGRES = """
 UPDATE deliveries d SET state = r.state, attempts = r.attempts, next_attempt_at = r.next_at,
     lease_owner = NULL, lease_until = NULL,
-    first_attempt_at = CASE WHEN r.counted THEN coalesce(d.first_attempt_at, r.started_at)
+    first_attempt_at = CASE WHEN r.counted = 1 THEN coalesce(d.first_attempt_at, r.started_at)
                             ELSE d.first_attempt_at END,
-    last_attempt_at = CASE WHEN r.counted THEN r.last_at ELSE d.last_attempt_at END,
-    last_status = CASE WHEN r.counted THEN r.status ELSE d.last_status END,
-    last_error = CASE WHEN r.counted THEN r.error ELSE d.last_error END,
+    last_attempt_at = CASE WHEN r.counted = 1 THEN r.last_at ELSE d.last_attempt_at END,
+    last_status = CASE WHEN r.counted = 1 THEN r.status ELSE d.last_status END,
+    last_error = CASE WHEN r.counted = 1 THEN r.error ELSE d.last_error END,
     dead_letter_reason = r.reason, finished_at = r.finished
-FROM unnest(?::bigint[], ?::text[], ?::integer[], ?::double precision[], ?::boolean[],
+FROM unnest(?::bigint[], ?::text[], ?::integer[], ?::double precision[], ?::integer[],
             ?::double precision[], ?::double precision[], ?::integer[], ?::text[], ?::text[],
             ?::double precision[], ?::text[])
     AS r(id, state, attempts, next_at, counted, started_at, last_at, status, error, reason,

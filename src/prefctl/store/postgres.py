@@ -170,6 +170,8 @@ class Rows(Protocol):
 
     @property
     def rowcount(self) -> int: ...
+    @property
+    def description(self) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
@@ -181,6 +183,7 @@ class _NoRows:
     would raise)."""
 
     __slots__ = ("rowcount",)
+    description = None  # as a cursor says it has no rows
 
     def __init__(self, rowcount: int) -> None:
         self.rowcount = rowcount
