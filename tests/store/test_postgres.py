@@ -190,3 +190,20 @@ def test_sqlite_location_with_a_scheme_names_the_same_file(tmp_path: Path) -> No
         )
     with open_store(path) as store:
         assert store.execute("SELECT kid FROM signing_keys").fetchone()[0] == "k"
+
+
+def test_postgres_rows_status_is_libpqs_tuples_ok() -> None:
+    psycopg_pq = pytest.importorskip("psycopg.pq")
+    from prefctl.store import postgres
+
+    assert postgres._TUPLES_OK == psycopg_pq.ExecStatus.TUPLES_OK
+
+
+def test_postgres_statement_answering_rows_and_none_read_alike(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        assert store.execute("SELECT 1 WHERE false").fetchall() == []
+        changed = store.execute("UPDATE subscriptions_version SET version = version")
+        assert (changed.fetchall(), changed.fetchone(), changed.rowcount) == ([], None, 1)
+        first = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
+        again = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
+    assert first["v"] == again["v"] == 1
