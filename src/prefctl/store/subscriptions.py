@@ -28,7 +28,6 @@ Functions do not open transactions; the caller groups them.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
 
 if TYPE_CHECKING:
-    from prefctl.store import Store
+    from prefctl.store import Row, Store
 
 __all__ = [
     "Conflict",
@@ -535,7 +534,7 @@ def _require(conn: Store, account: str, subscription_id: int) -> SubscriptionRec
     return record
 
 
-def _record(row: sqlite3.Row) -> SubscriptionRecord:
+def _record(row: Row) -> SubscriptionRecord:
     return SubscriptionRecord(
         id=row["id"],
         service_client_id=row["service_client_id"],
