@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
-from prefctl.store.db import connect, open_store
-from prefctl.store.errors import StoreBusyError, StoreError
+from prefctl.store.db import connect, open_store, store_error
+from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
 from prefctl.store.postgres import redacted, translate
 
@@ -199,3 +199,29 @@ def test_postgres_statement_answering_rows_and_none_read_alike(postgres_url: str
         first = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
         again = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
     assert first["v"] == again["v"] == 0
+
+
+@pytest.mark.parametrize(
+    ("error_class", "expected"),
+    [
+        ("SerializationFailure", StoreBusyError),
+        ("DeadlockDetected", StoreBusyError),
+        ("LockNotAvailable", StoreBusyError),
+        ("QueryCanceled", StoreBusyError),
+        ("DiskFull", StoreDiskFullError),
+        ("UniqueViolation", StoreError),
+    ],
+)
+def test_postgres_driver_errors_read_as_the_stores(error_class: str, expected: type) -> None:
+    errors = pytest.importorskip("psycopg.errors")
+    translated = store_error(getattr(errors, error_class)("the server's words"))
+    assert type(translated) is expected
+    assert isinstance(translated, StoreError)
+    assert translated.reason == "the server's words"
+
+
+def test_postgres_connection_lost_reads_as_unreachable() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    translated = store_error(psycopg.OperationalError("server closed the connection"))
+    assert isinstance(translated, UnreachableError)
+    assert translated.exit_code == EXIT_UNREACHABLE
