@@ -541,7 +541,9 @@ def _connect_error(exc: BaseException, url: str) -> PrefctlError:
             f"PostgreSQL at {where} has no role named in {redacted(url)}",
             hint="check the user in the URL",
         )
-    reason = text.strip().splitlines()[-1] if text.strip() else "no answer"
+    # libpq: 'connection to server at "HOST", port N failed: Connection refused' and a hint line.
+    first = text.strip().splitlines()[0] if text.strip() else "no answer"
+    reason = first.rsplit("failed: ", 1)[-1].strip()
     return UnreachableError(
         f"cannot reach PostgreSQL at {where}: {reason}",
         hint="check that the server runs and that the host and port in --store are right",
