@@ -4,9 +4,9 @@ cannot be reached, a refused password, placeholders translated)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,9 @@ from prefctl.store.db import connect, open_store, store_error
 from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
 from prefctl.store.postgres import redacted, translate
+from prefctl.store.settings import get_settings, update_settings
+from tests.helpers import free_port, wait_until
+from tests.store.service_helpers import ACCOUNT, open_service_store
 
 
 def test_open_store_applies_every_migration_on_each_backend(store_location: str) -> None:
@@ -114,14 +117,8 @@ def test_postgres_snapshot_sees_one_state_while_another_connection_commits(
     assert (before, during, after) == (0, 0, 1)
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_postgres_unreachable_is_exit_5_naming_the_host() -> None:
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(UnreachableError) as caught:
         connect(f"postgresql://prefctl:s3cret-pw@127.0.0.1:{port}/prefctl")
     assert caught.value.exit_code == EXIT_UNREACHABLE
@@ -225,3 +222,30 @@ def test_postgres_connection_lost_reads_as_unreachable() -> None:
     translated = store_error(psycopg.OperationalError("server closed the connection"))
     assert isinstance(translated, UnreachableError)
     assert translated.exit_code == EXIT_UNREACHABLE
+
+
+def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
+    postgres_url: str,
+) -> None:
+    first = open_service_store(postgres_url)
+    second = connect(postgres_url)
+    watcher = connect(postgres_url)
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    try:
+        with first.transaction():
+            update_settings(first, ACCOUNT, {"Duration": 7})
+
+            def change_another() -> None:
+                with second.transaction():
+                    update_settings(second, ACCOUNT, {"MaxDeliveryAttempts": 3})
+
+            other = threading.Thread(target=change_another)
+            other.start()
+            # the second waits for the first's transaction, as on SQLite
+            wait_until(lambda: watcher.execute(waiting).fetchone()[0] == 1, what="no lock wait")
+        other.join(timeout=30)
+        settings = get_settings(first, ACCOUNT)
+    finally:
+        for store in (first, second, watcher):
+            store.close()
+    assert (settings["Duration"], settings["MaxDeliveryAttempts"]) == (7, 3)

@@ -37,7 +37,7 @@ import orjson
 
 from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.store import deliveries
-from prefctl.store._dialect import any_of
+from prefctl.store._dialect import any_of, lock_account
 from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
 
@@ -207,6 +207,7 @@ def create_subscription(
 ) -> SubscriptionRecord:
     """Store a new subscription in ProvisioningState Creating (the handshake comes next)."""
     fields = _fields(body)
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     _check_conflict(conn, account, fields["url"], fields["selections"], None)
     cursor = conn.execute(
         "INSERT INTO subscriptions (service_client_id, name, description, url, state,"
@@ -282,6 +283,7 @@ def replace_subscription(
 ) -> tuple[SubscriptionRecord, bool] | None:
     """PUT: replace every field. Returns the record and whether the Url changed (then the
     handshake must run again), or None when there is no such subscription."""
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     current = get_subscription(conn, account, subscription_id)
     if current is None:
         return None
