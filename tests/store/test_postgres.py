@@ -230,7 +230,10 @@ def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
     first = open_service_store(postgres_url)
     second = connect(postgres_url)
     watcher = connect(postgres_url)
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
     try:
         with first.transaction():
             update_settings(first, ACCOUNT, {"Duration": 7})
