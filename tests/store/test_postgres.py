@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
+from prefctl.store import profiles
 from prefctl.store.db import connect, open_store, store_error
 from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
@@ -224,16 +225,19 @@ def test_postgres_connection_lost_reads_as_unreachable() -> None:
     assert translated.exit_code == EXIT_UNREACHABLE
 
 
+# Connections of this test's database waiting for a lock another holds.
+_LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+)
+
+
 def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
     postgres_url: str,
 ) -> None:
     first = open_service_store(postgres_url)
     second = connect(postgres_url)
     watcher = connect(postgres_url)
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-    )
     try:
         with first.transaction():
             update_settings(first, ACCOUNT, {"Duration": 7})
@@ -245,10 +249,39 @@ def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
             other = threading.Thread(target=change_another)
             other.start()
             # the second waits for the first's transaction, as on SQLite
-            wait_until(lambda: watcher.execute(waiting).fetchone()[0] == 1, what="no lock wait")
+            wait_until(lambda: watcher.execute(_LOCK_WAITS).fetchone()[0] == 1, what="no lock wait")
         other.join(timeout=30)
         settings = get_settings(first, ACCOUNT)
     finally:
         for store in (first, second, watcher):
             store.close()
     assert (settings["Duration"], settings["MaxDeliveryAttempts"]) == (7, 3)
+
+
+def test_postgres_profile_read_for_update_waits_for_the_writer_before_it(
+    postgres_url: str,
+) -> None:
+    first = open_service_store(postgres_url)
+    second = connect(postgres_url)
+    watcher = connect(postgres_url)
+    seen: list[dict[str, object] | None] = []
+    try:
+        with first.transaction():
+            profile_id = profiles.next_profile_id(first, ACCOUNT)
+            profiles.save_profile(first, ACCOUNT, {"ProfileId": profile_id}, now=1.0)
+        with first.transaction():
+            profiles.get_profile(first, ACCOUNT, profile_id, for_update=True)
+
+            def read_for_update() -> None:
+                with second.transaction():
+                    seen.append(profiles.get_profile(second, ACCOUNT, profile_id, for_update=True))
+
+            other = threading.Thread(target=read_for_update)
+            other.start()
+            wait_until(lambda: watcher.execute(_LOCK_WAITS).fetchone()[0] == 1, what="no wait")
+            profiles.save_profile(first, ACCOUNT, {"ProfileId": profile_id, "Tags": ["a"]}, now=2.0)
+        other.join(timeout=30)
+    finally:
+        for store in (first, second, watcher):
+            store.close()
+    assert seen == [{"ProfileId": profile_id, "Tags": ["a"]}]
