@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import CliResult, run_cli
 
-pytest_plugins = ["tests.fixtures.emulator", "tests.fixtures.token_stub"]
+pytest_plugins = ["tests.fixtures.emulator", "tests.fixtures.postgres", "tests.fixtures.token_stub"]
 
 
 @pytest.fixture(autouse=True)

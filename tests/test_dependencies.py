@@ -167,7 +167,8 @@ def _requirements(*groups: str) -> list[tuple[str, Requirement]]:
 
 
 def runtime_requirements() -> dict[str, Requirement]:
-    return {req.name.lower(): req for _, req in _requirements()}
+    """The dependencies of prefctl and of its runtime extra ``postgres``."""
+    return {req.name.lower(): req for _, req in _requirements("postgres")}
 
 
 def pins(path: Path) -> dict[str, Version]:
@@ -255,7 +256,7 @@ def test_pyproject_bounds_no_dependency_above() -> None:
     """A cap would stop users installing prefctl beside the release their project needs; the
     guards decide at run time instead. A release known to be broken may be excluded (``!=X``),
     with the reason in a comment on that line."""
-    for text, requirement in _requirements("test"):
+    for text, requirement in _requirements("test", "postgres"):
         operators = {spec.operator for spec in requirement.specifier}
         assert not operators & {"<", "<=", "==", "~=", "==="}, f"pyproject.toml caps {text!r}"
         if "!=" in operators:

@@ -48,8 +48,8 @@ __all__ = [
 ]
 
 
-def new_store(path: Path) -> Store:
-    """A migrated store at ``path`` with accounts DEMO_CORP and OTHER_CORP (hashkey
+def new_store(path: Path | str) -> Store:
+    """A migrated store at ``path`` (a SQLite file or a PostgreSQL URL) with accounts DEMO_CORP and OTHER_CORP (hashkey
     ``test-hashkey``, signature user ``events-signer``)."""
     return open_service_store(path)
 

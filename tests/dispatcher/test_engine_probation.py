@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -31,8 +30,9 @@ WELL = "https://well.example/in"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = new_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    """A store on each backend (SQLite, PostgreSQL)."""
+    conn = new_store(store_location)
     yield conn
     conn.close()
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
 from prefctl.dispatcher.transport import Reply, Request
 from prefctl.store import Store, subscriptions
-from prefctl.store.db import transaction
+from prefctl.store.db import connect, transaction
 from prefctl.webhooks.signature import SigningCredentials, parse_header, verify
 from tests.dispatcher.engine_helpers import (
     CREDENTIALS,
@@ -31,8 +29,9 @@ URL = "https://hooks.example/in"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = new_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    """A store on each backend (SQLite, PostgreSQL)."""
+    conn = new_store(store_location)
     yield conn
     conn.close()
 
@@ -336,19 +335,19 @@ def test_engine_settings_change_applies_at_the_next_cycle(conn: Store) -> None:
 
 
 def test_engine_sees_changes_written_by_another_process_at_the_next_cycle(
-    conn: Store, tmp_path: Path
+    conn: Store, store_location: str
 ) -> None:
     # `prefctl settings set` and a Hashkey rotation come from other processes: other connections.
     queue_events(conn, subscribe(conn, URL), 200)
     set_settings(conn, MaxConcurrentRequests=50)
     rig = Rig(conn)
     assert rig.cycle().sent == 50
-    other = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    other = connect(store_location)
     try:
         other.execute(
             "INSERT INTO webhook_settings (service_client_id, name, value)"
             " VALUES ('DEMO_CORP', 'MaxConcurrentRequests', 70)"
-            " ON CONFLICT DO UPDATE SET value = excluded.value"
+            " ON CONFLICT (service_client_id, name) DO UPDATE SET value = excluded.value"
         )
         other.execute(
             "UPDATE accounts SET hashkey = 'rotated' WHERE service_client_id = 'DEMO_CORP'"

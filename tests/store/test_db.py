@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import functools
 import pickle
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -75,7 +74,7 @@ def _full(path: Path) -> Store:
     return conn
 
 
-def _insert_rows(rows: int, conn: sqlite3.Connection) -> int:
+def _insert_rows(rows: int, conn: Store) -> int:
     for _ in range(rows):
         conn.execute("INSERT INTO t (body) VALUES (?)", ("x" * 2000,))
     return rows

@@ -3,13 +3,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
 
 from prefctl.models.event import EventNotification
-from prefctl.store import deliveries, events, subscriptions
+from prefctl.store import Store, deliveries, events, subscriptions
+from prefctl.store.connection import Store as SqliteStore
 from prefctl.store.db import connect, transaction
 from prefctl.store.deliveries import Attempt, DeliveryResult, NewDelivery, claim_due, record_results
 from prefctl.store.events import NewEvent
@@ -25,24 +25,25 @@ T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "store.db"
+def path(store_location: str) -> str:
+    """The store of the test, on each backend (SQLite, PostgreSQL)."""
+    return store_location
 
 
 @pytest.fixture
-def conn(path: Path) -> Iterator[sqlite3.Connection]:
+def conn(path: str) -> Iterator[Store]:
     conn = open_service_store(path)
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def subscription_id(conn: sqlite3.Connection) -> int:
+def subscription_id(conn: Store) -> int:
     return add_subscription(conn, subscription_body("https://hooks.example/in"))
 
 
 def _queue(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     count: int,
     *,
@@ -75,7 +76,7 @@ def _queue(
     ][::-1]
 
 
-def _state(conn: sqlite3.Connection, delivery_id: int) -> sqlite3.Row:
+def _state(conn: Store, delivery_id: int) -> sqlite3.Row:
     row: sqlite3.Row = conn.execute(
         "SELECT * FROM deliveries WHERE id = ?", (delivery_id,)
     ).fetchone()
@@ -87,9 +88,7 @@ def _attempt(number: int, outcome: str = "delivered", status: int | None = 200) 
 
 
 # -- claim ------------------------------------------------------------------------------------------
-def test_claim_due_leases_only_due_rows_oldest_first(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_claim_due_leases_only_due_rows_oldest_first(conn: Store, subscription_id: int) -> None:
     later = _queue(conn, subscription_id, 2, at=T0 + 100)
     due = _queue(conn, subscription_id, 3, at=T0, start=10)
     claimed = claim_due(conn, T0 + 50, 10, 60, "engine-1")
@@ -101,15 +100,13 @@ def test_claim_due_leases_only_due_rows_oldest_first(
     assert claim_due(conn, T0 + 50, 10, 60, "engine-2") == []
 
 
-def test_claim_due_respects_the_limit(conn: sqlite3.Connection, subscription_id: int) -> None:
+def test_claim_due_respects_the_limit(conn: Store, subscription_id: int) -> None:
     ids = _queue(conn, subscription_id, 5)
     assert [c.delivery_id for c in claim_due(conn, T0, 2, 60, "e")] == ids[:2]
     assert [c.delivery_id for c in claim_due(conn, T0, 10, 60, "e")] == ids[2:]
 
 
-def test_claimed_body_is_a_valid_notification(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_claimed_body_is_a_valid_notification(conn: Store, subscription_id: int) -> None:
     _queue(conn, subscription_id, 2, at=T0 + 0.5)
     first, second = claim_due(conn, T0 + 1, 10, 60, "e")
     body = orjson.loads(first.body())
@@ -130,7 +127,7 @@ def test_claimed_body_is_a_valid_notification(
     assert first.url == "https://hooks.example/in"
 
 
-def test_claim_due_skips_subscriptions_that_do_not_receive(conn: sqlite3.Connection) -> None:
+def test_claim_due_skips_subscriptions_that_do_not_receive(conn: Store) -> None:
     provisioning = add_subscription(
         conn, subscription_body("https://a.example/1"), provisioned=False
     )
@@ -149,7 +146,7 @@ def test_claim_due_skips_subscriptions_that_do_not_receive(conn: sqlite3.Connect
     assert len(claim_due(conn, T0, 10, 60, "e")) == 1
 
 
-def test_claim_due_for_one_account(conn: sqlite3.Connection, subscription_id: int) -> None:
+def test_claim_due_for_one_account(conn: Store, subscription_id: int) -> None:
     other = add_subscription(conn, subscription_body("https://b.example"), account=OTHER_ACCOUNT)
     mine = _queue(conn, subscription_id, 2)
     _queue(conn, other, 2, account=OTHER_ACCOUNT, start=100)
@@ -157,7 +154,7 @@ def test_claim_due_for_one_account(conn: sqlite3.Connection, subscription_id: in
     assert [c.delivery_id for c in claimed] == mine
 
 
-def test_two_claimers_never_get_the_same_row(path: Path, conn: sqlite3.Connection) -> None:
+def test_two_claimers_never_get_the_same_row(path: str, conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body())
     expected = set(_queue(conn, subscription_id, 600))
     got: dict[str, list[int]] = {"a": [], "b": []}
@@ -181,7 +178,7 @@ def test_two_claimers_never_get_the_same_row(path: Path, conn: sqlite3.Connectio
 
 
 def test_expired_lease_is_claimable_again_and_old_owner_goes_stale(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     [delivery_id] = _queue(conn, subscription_id, 1)
     assert len(claim_due(conn, T0, 10, 30, "crashed")) == 1
@@ -204,9 +201,7 @@ def test_expired_lease_is_claimable_again_and_old_owner_goes_stale(
     assert conn.execute("SELECT count(*) FROM delivery_attempts").fetchone()[0] == 2
 
 
-def test_release_claims_returns_leases_unchanged(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_release_claims_returns_leases_unchanged(conn: Store, subscription_id: int) -> None:
     ids = _queue(conn, subscription_id, 3)
     claim_due(conn, T0, 10, 60, "stopping")
     assert deliveries.release_claims(conn, "stopping") == 3
@@ -215,7 +210,7 @@ def test_release_claims_returns_leases_unchanged(
 
 # -- record -----------------------------------------------------------------------------------------
 def test_record_results_applies_a_mixed_batch_in_one_transaction(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     ids = _queue(conn, subscription_id, 4)
     claim_due(conn, T0, 10, 60, "e")
@@ -250,14 +245,16 @@ def test_record_results_applies_a_mixed_batch_in_one_transaction(
         ),
     ]
     statements: list[str] = []
-    conn.set_trace_callback(statements.append)
+    if isinstance(conn, SqliteStore):  # PostgreSQL: one statement for the batch, in atomic()
+        conn.set_trace_callback(statements.append)
     outcome = record_results(conn, results)
-    conn.set_trace_callback(None)
+    if isinstance(conn, SqliteStore):
+        conn.set_trace_callback(None)
+        assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == [
+            "BEGIN IMMEDIATE",
+            "COMMIT",
+        ]
     assert outcome.applied == ids
-    assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == [
-        "BEGIN IMMEDIATE",
-        "COMMIT",
-    ]
 
     delivered, retry, dead, skipped = (_state(conn, i) for i in ids)
     assert (delivered["state"], delivered["finished_at"], delivered["last_status"]) == (
@@ -285,7 +282,7 @@ def test_record_results_applies_a_mixed_batch_in_one_transaction(
 
 
 def test_record_results_rejects_a_retry_without_due_time_and_records_nothing(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     ids = _queue(conn, subscription_id, 2)
     claim_due(conn, T0, 10, 60, "e")
@@ -300,7 +297,7 @@ def test_record_results_rejects_a_retry_without_due_time_and_records_nothing(
 
 
 def test_late_success_without_lease_ends_a_pending_retry_only(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     retrying, finished = _queue(conn, subscription_id, 2)
     claim_due(conn, T0, 10, 60, "e")
@@ -338,7 +335,7 @@ def test_late_success_without_lease_ends_a_pending_retry_only(
 
 
 def test_results_for_a_deleted_subscription_are_stale_not_errors(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     [delivery_id] = _queue(conn, subscription_id, 1)
     claim_due(conn, T0, 10, 60, "e")
@@ -350,9 +347,7 @@ def test_results_for_a_deleted_subscription_are_stale_not_errors(
 
 
 # -- pause, resume, redrive, replay -----------------------------------------------------------------
-def test_hold_then_release_gives_a_new_event_time(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_hold_then_release_gives_a_new_event_time(conn: Store, subscription_id: int) -> None:
     ids = _queue(conn, subscription_id, 2)
     with transaction(conn):
         assert deliveries.hold_queued(conn, subscription_id) == 2
@@ -364,9 +359,7 @@ def test_hold_then_release_gives_a_new_event_time(
     assert {c.event_time for c in claimed} == {T0 + 600}
 
 
-def test_pause_and_resume_touch_only_their_subscription(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_pause_and_resume_touch_only_their_subscription(conn: Store, subscription_id: int) -> None:
     other = add_subscription(conn, subscription_body("https://hooks.example/other"))
     mine = _queue(conn, subscription_id, 3)
     theirs = _queue(conn, other, 2, start=10)
@@ -388,7 +381,7 @@ def test_pause_and_resume_touch_only_their_subscription(
 
 
 def test_deleting_a_subscription_takes_its_deliveries_only(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     other = add_subscription(conn, subscription_body("https://hooks.example/other"))
     _queue(conn, subscription_id, 3)
@@ -400,7 +393,7 @@ def test_deleting_a_subscription_takes_its_deliveries_only(
 
 
 def test_requeue_starts_a_dead_letter_over_and_keeps_its_log(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     [delivery_id] = _queue(conn, subscription_id, 1)
     claim_due(conn, T0, 10, 60, "e")
@@ -427,9 +420,7 @@ def test_requeue_starts_a_dead_letter_over_and_keeps_its_log(
     assert conn.execute("SELECT count(*) FROM delivery_attempts").fetchone()[0] == 1
 
 
-def test_enqueue_replays_an_event_once_while_pending(
-    conn: sqlite3.Connection, subscription_id: int
-) -> None:
+def test_enqueue_replays_an_event_once_while_pending(conn: Store, subscription_id: int) -> None:
     [delivery_id] = _queue(conn, subscription_id, 1)
     other = add_subscription(conn, subscription_body("https://replay.example"))
     (event_rowid,) = conn.execute("SELECT event_rowid FROM deliveries").fetchone()
@@ -453,7 +444,7 @@ def _numbered_event(n: int, at: float) -> NewEvent:
 
 
 def test_add_deliveries_without_now_queues_each_at_its_event_time(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     times = [T0 + 0.123456, T0 + 7.5, T0 + 3.000001]  # out of order, fractions kept exactly
     new = [_numbered_event(n, at) for n, at in enumerate(times)]
@@ -472,7 +463,7 @@ def test_add_deliveries_without_now_queues_each_at_its_event_time(
 
 
 def test_add_deliveries_of_many_rows_keeps_order_and_holds(
-    conn: sqlite3.Connection, subscription_id: int
+    conn: Store, subscription_id: int
 ) -> None:
     new = [_numbered_event(n, T0) for n in range(100)]  # INSERTs of 64, 32 and 4 rows
     with transaction(conn):

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from prefctl.store import delivery_history, events
+from prefctl.store import Store, delivery_history, events
 from prefctl.store.db import transaction
 from prefctl.store.deliveries import (
     Attempt,
@@ -30,13 +28,14 @@ T0 = 1_767_225_600.0
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    """A store on each backend (SQLite, PostgreSQL)."""
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
 
-def _three_outcomes(conn: sqlite3.Connection) -> tuple[int, list[int]]:
+def _three_outcomes(conn: Store) -> tuple[int, list[int]]:
     """One delivered, one dead-lettered (503 after 2 attempts), one still queued."""
     subscription_id = add_subscription(conn, subscription_body())
     new = [
@@ -88,7 +87,7 @@ def _three_outcomes(conn: sqlite3.Connection) -> tuple[int, list[int]]:
     return subscription_id, ids
 
 
-def test_dead_letter_record_keeps_what_the_design_lists(conn: sqlite3.Connection) -> None:
+def test_dead_letter_record_keeps_what_the_design_lists(conn: Store) -> None:
     subscription_id, ids = _three_outcomes(conn)
     [dead] = delivery_history.list_deliveries(conn, DeliveryQuery(states=("dead_lettered",)))
     record = dead.to_dict()
@@ -103,7 +102,7 @@ def test_dead_letter_record_keeps_what_the_design_lists(conn: sqlite3.Connection
     assert record["finished_at"] == "2026-01-01T00:00:11.000Z"
 
 
-def test_list_deliveries_filters_and_pages(conn: sqlite3.Connection) -> None:
+def test_list_deliveries_filters_and_pages(conn: Store) -> None:
     subscription_id, ids = _three_outcomes(conn)
 
     def listed(**kwargs: object) -> list[int]:
@@ -122,7 +121,7 @@ def test_list_deliveries_filters_and_pages(conn: sqlite3.Connection) -> None:
     assert [r.delivery_id for r in page] == [ids[1]]
 
 
-def test_attempt_timeline_and_delete(conn: sqlite3.Connection) -> None:
+def test_attempt_timeline_and_delete(conn: Store) -> None:
     _, ids = _three_outcomes(conn)
     timeline = [a.to_dict() for a in delivery_history.list_attempts(conn, ids[1])]
     assert [(a["attempt"], a["status"], a["outcome"]) for a in timeline] == [

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from prefctl.clock import FakeClock
 from prefctl.errors import NotFoundError, UsageError
-from prefctl.store import imports, profiles
+from prefctl.store import Store, imports, profiles
 from prefctl.store.db import transaction
 from prefctl.store.errors import StoreError
 from prefctl.store.imports import ImportJob
@@ -25,8 +23,8 @@ T0 = 1_767_225_600.0
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
@@ -36,7 +34,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def _staged(conn: sqlite3.Connection, *batches: list[dict[str, Any]]) -> int:
+def _staged(conn: Store, *batches: list[dict[str, Any]]) -> int:
     with transaction(conn):
         job = imports.initiate_import(conn, ACCOUNT, actor="loader", now=T0)
         for batch in batches:
@@ -45,13 +43,13 @@ def _staged(conn: sqlite3.Connection, *batches: list[dict[str, Any]]) -> int:
     return job.id
 
 
-def _status(conn: sqlite3.Connection, import_id: int) -> ImportJob:
+def _status(conn: Store, import_id: int) -> ImportJob:
     job = imports.get_import(conn, ACCOUNT, import_id)
     assert job is not None
     return job
 
 
-def test_import_creates_profiles_and_no_events(conn: sqlite3.Connection, clock: FakeClock) -> None:
+def test_import_creates_profiles_and_no_events(conn: Store, clock: FakeClock) -> None:
     add_subscription(conn, subscription_body())  # would receive profile.created from the API
     import_id = _staged(
         conn,
@@ -68,9 +66,7 @@ def test_import_creates_profiles_and_no_events(conn: sqlite3.Connection, clock: 
     assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 0
 
 
-def test_import_replaces_known_ids_and_reports_bad_records(
-    conn: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_import_replaces_known_ids_and_reports_bad_records(conn: Store, clock: FakeClock) -> None:
     first = _staged(conn, [{"CustomerType": "Individual"}])
     imports.run_import(conn, ACCOUNT, first, clock=clock)
     clock.advance(60)
@@ -100,7 +96,7 @@ def test_import_replaces_known_ids_and_reports_bad_records(
     assert replaced["Edited"]["ModifiedDate"] == "2026-01-01T00:01:00.000Z"
 
 
-def test_import_states_are_enforced(conn: sqlite3.Connection, clock: FakeClock) -> None:
+def test_import_states_are_enforced(conn: Store, clock: FakeClock) -> None:
     with transaction(conn):
         job = imports.initiate_import(conn, ACCOUNT, actor="loader", now=T0)
     assert job.state == "Initiated"
@@ -119,16 +115,14 @@ def test_import_states_are_enforced(conn: sqlite3.Connection, clock: FakeClock) 
     assert imports.run_import(conn, ACCOUNT, job.id, clock=clock) == done
 
 
-def test_import_of_another_account_is_not_found(conn: sqlite3.Connection) -> None:
+def test_import_of_another_account_is_not_found(conn: Store) -> None:
     import_id = _staged(conn, [{}])
     assert imports.get_import(conn, OTHER_ACCOUNT, import_id) is None
     with pytest.raises(NotFoundError), transaction(conn):
         imports.stage_records(conn, OTHER_ACCOUNT, import_id, [{}], now=T0)
 
 
-def test_interrupted_import_resumes_after_the_last_batch(
-    conn: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_interrupted_import_resumes_after_the_last_batch(conn: Store, clock: FakeClock) -> None:
     import_id = _staged(conn, [{"Tags": [f"t{n}"]} for n in range(1, 6)])
     # As a process killed after committing its first batch of two would leave it.
     with transaction(conn):
@@ -142,14 +136,22 @@ def test_interrupted_import_resumes_after_the_last_batch(
     assert [p["Tags"] for p in page.profiles] == [["t3"], ["t4"], ["t5"]]
 
 
-def test_import_that_cannot_write_fails_with_the_reason(
-    conn: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_import_that_cannot_write_fails_with_the_reason(conn: Store, clock: FakeClock) -> None:
     import_id = _staged(conn, [{}, {}, {}])
-    conn.execute(
-        "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
-        " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
-    )
+    if conn.dialect == "postgresql":
+        conn.execute(
+            "CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER full_disk BEFORE INSERT ON profiles FOR EACH ROW"
+            " WHEN (NEW.profile_id > 1001) EXECUTE FUNCTION full_disk()"
+        )
+    else:
+        conn.execute(
+            "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
+            " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
     with pytest.raises(StoreError, match="disk full"):
         imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=1)
     job = _status(conn, import_id)
@@ -159,7 +161,7 @@ def test_import_that_cannot_write_fails_with_the_reason(
 
 
 def test_import_step_stops_at_its_time_budget_and_the_last_step_completes(
-    conn: sqlite3.Connection, clock: FakeClock
+    conn: Store, clock: FakeClock
 ) -> None:
     import_id = _staged(conn, [{"Tags": [f"t{n}"]} for n in range(1, 6)])
     ticks = iter(range(1_000))  # each look at the clock: one more second
@@ -182,7 +184,7 @@ def test_import_step_stops_at_its_time_budget_and_the_last_step_completes(
 
 
 def test_import_step_as_a_job_of_the_writer_process_pickles_and_runs(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     import pickle
 
@@ -201,7 +203,7 @@ def test_import_step_as_a_job_of_the_writer_process_pickles_and_runs(
 
 
 def test_fail_import_marks_an_unfinished_import_failed_and_leaves_a_finished_one(
-    conn: sqlite3.Connection, clock: FakeClock
+    conn: Store, clock: FakeClock
 ) -> None:
     running = _staged(conn, [{}])
     done = _staged(conn, [{}])
@@ -217,7 +219,7 @@ def test_fail_import_marks_an_unfinished_import_failed_and_leaves_a_finished_one
 
 
 def test_staged_records_are_dropped_as_they_are_done_and_when_an_import_fails(
-    conn: sqlite3.Connection, clock: FakeClock
+    conn: Store, clock: FakeClock
 ) -> None:
     # Kept, each import would grow the store by its size for good.
     def staged_rows(import_id: int) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.errors import ConfigError
+from prefctl.store import Store
 from prefctl.store.db import connect, open_store, transaction
 from prefctl.store.errors import StoreError
 from prefctl.store.migrations import Migration, applied, bundled_migrations, migrate
@@ -63,7 +64,7 @@ def test_transaction_inside_transaction_rolls_back_only_its_own_block(tmp_path: 
         assert [row[0] for row in conn.execute("SELECT x FROM t ORDER BY x")] == [1, 3]
 
 
-def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple[object, ...]]:
+def _rows(conn: Store, sql: str) -> list[tuple[object, ...]]:
     return [tuple(row) for row in conn.execute(sql)]
 
 

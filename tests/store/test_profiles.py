@@ -1,32 +1,30 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from prefctl.errors import UsageError
-from prefctl.store import events, profiles
+from prefctl.store import Store, events, profiles
 from prefctl.store._paging import PAGE_BYTES
 from prefctl.store.db import transaction
 from prefctl.store.profiles import ProfileQuery, search_profiles
-from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store
+from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store, sqlite_only
 
 NOW = datetime(2026, 11, 21, 19, 20, 30, 123000, tzinfo=UTC)
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
 
-def _add(conn: sqlite3.Connection, body: dict[str, Any], account: str = ACCOUNT) -> int:
+def _add(conn: Store, body: dict[str, Any], account: str = ACCOUNT) -> int:
     with transaction(conn):
         profile_id = profiles.next_profile_id(conn, account)
         profile = profiles.prepare_profile(
@@ -40,7 +38,7 @@ def _ids(page: profiles.ProfilePage) -> list[int]:
     return [p["ProfileId"] for p in page.profiles]
 
 
-def test_next_profile_id_starts_at_1001_per_account(conn: sqlite3.Connection) -> None:
+def test_next_profile_id_starts_at_1001_per_account(conn: Store) -> None:
     with transaction(conn):
         ids = [profiles.next_profile_id(conn, ACCOUNT) for _ in range(3)]
         other = profiles.next_profile_id(conn, OTHER_ACCOUNT)
@@ -48,7 +46,7 @@ def test_next_profile_id_starts_at_1001_per_account(conn: sqlite3.Connection) ->
     assert other == 1001
 
 
-def test_next_profile_id_rolled_back_is_given_again(conn: sqlite3.Connection) -> None:
+def test_next_profile_id_rolled_back_is_given_again(conn: Store) -> None:
     with pytest.raises(RuntimeError), transaction(conn):
         profiles.next_profile_id(conn, ACCOUNT)
         raise RuntimeError("the write failed")
@@ -89,7 +87,7 @@ def test_prepare_profile_keeps_creation_and_lifecycle_of_previous() -> None:
     }
 
 
-def test_get_profile_returns_stored_wire_json_per_account(conn: sqlite3.Connection) -> None:
+def test_get_profile_returns_stored_wire_json_per_account(conn: Store) -> None:
     profile_id = _add(conn, {"CustomerName": {"FirstName": "Ann"}, "Tags": ["vip"]})
     stored = profiles.get_profile(conn, ACCOUNT, profile_id)
     assert stored is not None
@@ -98,7 +96,7 @@ def test_get_profile_returns_stored_wire_json_per_account(conn: sqlite3.Connecti
     assert profiles.get_profile(conn, OTHER_ACCOUNT, profile_id) is None
 
 
-def test_search_by_email_ignores_case(conn: sqlite3.Connection) -> None:
+def test_search_by_email_ignores_case(conn: Store) -> None:
     ann = _add(conn, {"Emails": [{"Address": "Ann@Example.com"}]})
     _add(conn, {"Emails": [{"Address": "bob@example.com"}]})
     page = search_profiles(conn, ACCOUNT, ProfileQuery(email="ann@EXAMPLE.com"))
@@ -106,12 +104,12 @@ def test_search_by_email_ignores_case(conn: sqlite3.Connection) -> None:
     assert page.next_cursor is None
 
 
-def test_search_by_phone_compares_digits_only(conn: sqlite3.Connection) -> None:
+def test_search_by_phone_compares_digits_only(conn: Store) -> None:
     ann = _add(conn, {"PhoneNumbers": [{"Number": "+1 (555) 010-0100"}]})
     assert _ids(search_profiles(conn, ACCOUNT, ProfileQuery(phone="+15550100100"))) == [ann]
 
 
-def test_search_by_alternate_id_with_and_without_type(conn: sqlite3.Connection) -> None:
+def test_search_by_alternate_id_with_and_without_type(conn: Store) -> None:
     loyalty = _add(conn, {"AlternateIds": [{"Type": "Loyalty", "Value": "X-1"}]})
     crm = _add(conn, {"AlternateIds": [{"Type": "CRM", "Value": "X-1"}]})
     by_value = search_profiles(conn, ACCOUNT, ProfileQuery(alternate_id="X-1"))
@@ -122,7 +120,7 @@ def test_search_by_alternate_id_with_and_without_type(conn: sqlite3.Connection) 
     assert _ids(by_both) == [crm]
 
 
-def test_search_with_several_criteria_needs_all(conn: sqlite3.Connection) -> None:
+def test_search_with_several_criteria_needs_all(conn: Store) -> None:
     both = _add(
         conn, {"Emails": [{"Address": "a@x.io"}], "PhoneNumbers": [{"Number": "+15550001"}]}
     )
@@ -131,7 +129,7 @@ def test_search_with_several_criteria_needs_all(conn: sqlite3.Connection) -> Non
     assert _ids(page) == [both]
 
 
-def test_search_pages_with_opaque_cursor_until_the_end(conn: sqlite3.Connection) -> None:
+def test_search_pages_with_opaque_cursor_until_the_end(conn: Store) -> None:
     expected = [_add(conn, {"Emails": [{"Address": "same@x.io"}]}) for _ in range(7)]
     _add(conn, {"Emails": [{"Address": "other@x.io"}]})
     seen, cursor, pages = [], None, 0
@@ -149,7 +147,7 @@ def test_search_pages_with_opaque_cursor_until_the_end(conn: sqlite3.Connection)
     assert pages == 3
 
 
-def test_search_without_criteria_lists_every_profile_in_id_order(conn: sqlite3.Connection) -> None:
+def test_search_without_criteria_lists_every_profile_in_id_order(conn: Store) -> None:
     expected = [_add(conn, {}) for _ in range(4)]
     _add(conn, {}, account=OTHER_ACCOUNT)
     first = search_profiles(conn, ACCOUNT, ProfileQuery(), limit=2)
@@ -158,11 +156,12 @@ def test_search_without_criteria_lists_every_profile_in_id_order(conn: sqlite3.C
     assert second.next_cursor is None
 
 
-def test_search_reads_through_indexes_not_table_scans(conn: sqlite3.Connection) -> None:
+def test_search_reads_through_indexes_not_table_scans(conn: Store) -> None:
+    sqlite = sqlite_only(conn, "its query plan")
     traced: list[str] = []
-    conn.set_trace_callback(traced.append)
+    sqlite.set_trace_callback(traced.append)
     search_profiles(conn, ACCOUNT, ProfileQuery(email="a@x.io", phone="1555", alternate_id="X"))
-    conn.set_trace_callback(None)
+    sqlite.set_trace_callback(None)
     plan = " | ".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {traced[-1]}"))
     assert "SCAN" not in plan
     assert "SEARCH k USING PRIMARY KEY" in plan
@@ -178,13 +177,13 @@ def test_search_reads_through_indexes_not_table_scans(conn: sqlite3.Connection) 
     ],
 )
 def test_search_bad_input_raises_usage_error(
-    conn: sqlite3.Connection, query: ProfileQuery, kwargs: dict[str, Any], message: str
+    conn: Store, query: ProfileQuery, kwargs: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(UsageError, match=message):
         search_profiles(conn, ACCOUNT, query, **kwargs)
 
 
-def test_search_refuses_a_cursor_of_another_listing(conn: sqlite3.Connection) -> None:
+def test_search_refuses_a_cursor_of_another_listing(conn: Store) -> None:
     for _ in range(3):
         _add(conn, {})
     cursor = search_profiles(conn, ACCOUNT, ProfileQuery(), limit=1).next_cursor
@@ -193,7 +192,7 @@ def test_search_refuses_a_cursor_of_another_listing(conn: sqlite3.Connection) ->
         events.list_events(conn, ACCOUNT, events.EventQuery(), cursor=cursor)
 
 
-def test_save_profile_replaces_search_keys(conn: sqlite3.Connection) -> None:
+def test_save_profile_replaces_search_keys(conn: Store) -> None:
     profile_id = _add(conn, {"Emails": [{"Address": "old@x.io"}]})
     profile = profiles.get_profile(conn, ACCOUNT, profile_id)
     assert profile is not None
@@ -204,7 +203,7 @@ def test_save_profile_replaces_search_keys(conn: sqlite3.Connection) -> None:
     assert _ids(search_profiles(conn, ACCOUNT, ProfileQuery(email="new@x.io"))) == [profile_id]
 
 
-def test_delete_profile_is_hard_and_removes_search_keys(conn: sqlite3.Connection) -> None:
+def test_delete_profile_is_hard_and_removes_search_keys(conn: Store) -> None:
     profile_id = _add(conn, {"Emails": [{"Address": "gone@x.io"}]})
     with transaction(conn):
         assert profiles.delete_profile(conn, ACCOUNT, profile_id) is True
@@ -217,7 +216,7 @@ def test_delete_profile_is_hard_and_removes_search_keys(conn: sqlite3.Connection
 
 
 def test_save_profile_with_previous_refreshes_changed_search_keys_only(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     profile_id = _add(conn, {"Emails": [{"Address": "ann@example.com"}]})
     old = profiles.get_profile(conn, ACCOUNT, profile_id)
@@ -233,13 +232,13 @@ def test_save_profile_with_previous_refreshes_changed_search_keys_only(
     assert _found(conn, "bo@example.com") == [profile_id]
 
 
-def _found(conn: sqlite3.Connection, email: str) -> list[int]:
+def _found(conn: Store, email: str) -> list[int]:
     page = search_profiles(conn, ACCOUNT, ProfileQuery(email=email))
     return [p["ProfileId"] for p in page.profiles]
 
 
 def test_search_page_of_big_profiles_stops_at_the_page_byte_budget(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     # ~1 MiB profiles: 500 to a page would be a 500 MB response; the page stops near PAGE_BYTES
     # and its cursor leads to the rest, none lost.

@@ -57,4 +57,4 @@ def test_store_seam_contract_covers_every_package_but_the_store() -> None:
         if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
     }
     assert set(seam["source_modules"]) == packages - {"prefctl.store"}
-    assert "sqlite3" in seam["forbidden_modules"]
+    assert {"sqlite3", "psycopg", "psycopg_pool"} <= set(seam["forbidden_modules"])

@@ -1,27 +1,25 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from prefctl.errors import UsageError
 from prefctl.models.program import ProgramList
 from prefctl.models.settings import SETTING_RANGES, WebhookSettings
-from prefctl.store import programs, settings
+from prefctl.store import Store, programs, settings
 from prefctl.store.db import transaction
 from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
 
-def test_settings_start_at_the_model_defaults(conn: sqlite3.Connection) -> None:
+def test_settings_start_at_the_model_defaults(conn: Store) -> None:
     stored = settings.get_settings(conn, ACCOUNT)
     assert list(stored) == [*SETTING_RANGES, "AllowHttpWebhooks", "EmitUpdatedFull"]
     defaults = {name: limits.default for name, limits in SETTING_RANGES.items()}
@@ -29,7 +27,7 @@ def test_settings_start_at_the_model_defaults(conn: sqlite3.Connection) -> None:
     assert WebhookSettings.model_validate(stored) == WebhookSettings()
 
 
-def test_update_settings_changes_some_and_keeps_others(conn: sqlite3.Connection) -> None:
+def test_update_settings_changes_some_and_keeps_others(conn: Store) -> None:
     with transaction(conn):
         settings.update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": 5000})
         settings.update_settings(conn, ACCOUNT, {"Duration": 5})
@@ -38,7 +36,7 @@ def test_update_settings_changes_some_and_keeps_others(conn: sqlite3.Connection)
     assert settings.get_settings(conn, OTHER_ACCOUNT)["Duration"] == 1
 
 
-def test_put_settings_resets_what_it_leaves_out(conn: sqlite3.Connection) -> None:
+def test_put_settings_resets_what_it_leaves_out(conn: Store) -> None:
     with transaction(conn):
         settings.update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": 5000})
         settings.put_settings(conn, ACCOUNT, {"Duration": 5})
@@ -58,14 +56,14 @@ def test_put_settings_resets_what_it_leaves_out(conn: sqlite3.Connection) -> Non
     ],
 )
 def test_settings_out_of_range_are_refused_and_nothing_changes(
-    conn: sqlite3.Connection, changes: dict[str, int], message: str
+    conn: Store, changes: dict[str, int], message: str
 ) -> None:
     with pytest.raises(UsageError, match=message), transaction(conn):
         settings.update_settings(conn, ACCOUNT, changes)
     assert settings.get_settings(conn, ACCOUNT) == settings.default_settings()
 
 
-def test_seeded_programs_are_valid_wire_programs_once(conn: sqlite3.Connection) -> None:
+def test_seeded_programs_are_valid_wire_programs_once(conn: Store) -> None:
     with transaction(conn):
         assert programs.seed_programs(conn, ACCOUNT) == len(programs.SEED_PROGRAMS)
         assert programs.seed_programs(conn, ACCOUNT) == 0
@@ -83,14 +81,14 @@ def test_seeded_programs_are_valid_wire_programs_once(conn: sqlite3.Connection) 
     assert programs.list_programs(conn, OTHER_ACCOUNT) == []
 
 
-def test_list_programs_by_type(conn: sqlite3.Connection) -> None:
+def test_list_programs_by_type(conn: Store) -> None:
     with transaction(conn):
         programs.seed_programs(conn, ACCOUNT)
     informational = programs.list_programs(conn, ACCOUNT, program_type="Informational")
     assert [p["Name"] for p in informational] == ["Newsletter", "Product Updates"]
 
 
-def test_settings_switch_is_stored_and_read_back_as_a_boolean(conn: sqlite3.Connection) -> None:
+def test_settings_switch_is_stored_and_read_back_as_a_boolean(conn: Store) -> None:
     settings.update_settings(conn, ACCOUNT, {"EmitUpdatedFull": False})
 
     assert settings.get_settings(conn, ACCOUNT)["EmitUpdatedFull"] is False
@@ -98,6 +96,6 @@ def test_settings_switch_is_stored_and_read_back_as_a_boolean(conn: sqlite3.Conn
     assert settings.get_switch(conn, ACCOUNT, "AllowHttpWebhooks") is False  # its default
 
 
-def test_settings_switch_given_a_number_is_refused(conn: sqlite3.Connection) -> None:
+def test_settings_switch_given_a_number_is_refused(conn: Store) -> None:
     with pytest.raises(UsageError, match="EmitUpdatedFull must be true or false"):
         settings.update_settings(conn, ACCOUNT, {"EmitUpdatedFull": 0})

@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from prefctl.errors import NotFoundError
-from prefctl.store import subscriptions
+from prefctl.store import Store, subscriptions
 from prefctl.store.db import transaction
 from prefctl.store.subscriptions import DuplicateSubscriptionError
 from tests.store.service_helpers import (
@@ -25,20 +23,20 @@ CREATED = {"Entity": "Profile", "EventType": "profile.created"}
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
 
-def _get(conn: sqlite3.Connection, subscription_id: int) -> subscriptions.SubscriptionRecord:
+def _get(conn: Store, subscription_id: int) -> subscriptions.SubscriptionRecord:
     record = subscriptions.get_subscription(conn, ACCOUNT, subscription_id)
     assert record is not None
     return record
 
 
 def test_create_subscription_starts_creating_and_reads_back_as_wire(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     body = subscription_body(URL, EMAIL_ADDED, name="CRM")
     body["Description"] = "to the CRM"
@@ -64,14 +62,14 @@ def test_create_subscription_starts_creating_and_reads_back_as_wire(
     assert subscriptions.get_subscription(conn, OTHER_ACCOUNT, subscription_id) is None
 
 
-def test_list_subscriptions_is_per_account_in_id_order(conn: sqlite3.Connection) -> None:
+def test_list_subscriptions_is_per_account_in_id_order(conn: Store) -> None:
     first = add_subscription(conn, subscription_body("https://a.example/1"))
     second = add_subscription(conn, subscription_body("https://a.example/2"))
     add_subscription(conn, subscription_body("https://a.example/3"), account=OTHER_ACCOUNT)
     assert [s.id for s in subscriptions.list_subscriptions(conn, ACCOUNT)] == [first, second]
 
 
-def test_same_url_and_event_type_conflicts_naming_both(conn: sqlite3.Connection) -> None:
+def test_same_url_and_event_type_conflicts_naming_both(conn: Store) -> None:
     existing = add_subscription(conn, subscription_body(URL, CREATED, EMAIL_ADDED, name="CRM"))
     conflict = subscriptions.find_conflict(
         conn, ACCOUNT, URL, ["tag.added", "contacts.email.added"]
@@ -85,7 +83,7 @@ def test_same_url_and_event_type_conflicts_naming_both(conn: sqlite3.Connection)
     assert len(subscriptions.list_subscriptions(conn, ACCOUNT)) == 1
 
 
-def test_no_conflict_for_other_url_type_or_account(conn: sqlite3.Connection) -> None:
+def test_no_conflict_for_other_url_type_or_account(conn: Store) -> None:
     add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     assert subscriptions.find_conflict(conn, ACCOUNT, URL, ["tag.added"]) is None
     assert subscriptions.find_conflict(conn, ACCOUNT, URL + "/2", ["contacts.email.added"]) is None
@@ -94,7 +92,7 @@ def test_no_conflict_for_other_url_type_or_account(conn: sqlite3.Connection) -> 
 
 
 def test_find_by_name_is_exact_per_account_and_tolerates_duplicates(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     # Names are not a unique index: a store may hold duplicates from before the API refused them.
     first = add_subscription(conn, subscription_body("https://a.example/1", name="crm"))
@@ -106,7 +104,7 @@ def test_find_by_name_is_exact_per_account_and_tolerates_duplicates(
     assert subscriptions.find_by_name(conn, OTHER_ACCOUNT, "crm") is None
 
 
-def test_replace_keeping_url_keeps_provisioning(conn: sqlite3.Connection) -> None:
+def test_replace_keeping_url_keeps_provisioning(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     with transaction(conn):
         result = subscriptions.replace_subscription(
@@ -127,7 +125,7 @@ def test_replace_keeping_url_keeps_provisioning(conn: sqlite3.Connection) -> Non
     assert subscriptions.find_conflict(conn, ACCOUNT, URL, ["profile.created"]) is not None
 
 
-def test_replace_with_new_url_restarts_handshake(conn: sqlite3.Connection) -> None:
+def test_replace_with_new_url_restarts_handshake(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     with transaction(conn):
         result = subscriptions.replace_subscription(
@@ -147,7 +145,7 @@ def test_replace_with_new_url_restarts_handshake(conn: sqlite3.Connection) -> No
 
 
 def test_replace_onto_another_subscriptions_url_and_type_conflicts(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     other = add_subscription(conn, subscription_body(URL + "/2", EMAIL_ADDED))
@@ -158,7 +156,7 @@ def test_replace_onto_another_subscriptions_url_and_type_conflicts(
     assert _get(conn, other).url == URL + "/2"
 
 
-def test_replace_unknown_subscription_returns_none(conn: sqlite3.Connection) -> None:
+def test_replace_unknown_subscription_returns_none(conn: Store) -> None:
     with transaction(conn):
         assert (
             subscriptions.replace_subscription(
@@ -168,7 +166,7 @@ def test_replace_unknown_subscription_returns_none(conn: sqlite3.Connection) -> 
         )
 
 
-def test_handshake_bookkeeping_through_to_success(conn: sqlite3.Connection) -> None:
+def test_handshake_bookkeeping_through_to_success(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body(), provisioned=False)
     with transaction(conn):
         subscriptions.start_validation(
@@ -194,7 +192,7 @@ def test_handshake_bookkeeping_through_to_success(conn: sqlite3.Connection) -> N
     assert subscriptions.find_by_validation_token(conn, "tok-1") is None  # used up
 
 
-def test_failed_provisioning_keeps_the_reason(conn: sqlite3.Connection) -> None:
+def test_failed_provisioning_keeps_the_reason(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body(), provisioned=False)
     with transaction(conn):
         subscriptions.set_provisioning_state(
@@ -205,7 +203,7 @@ def test_failed_provisioning_keeps_the_reason(conn: sqlite3.Connection) -> None:
     assert record.handshake.last_error == "3 attempts failed: HTTP 202"
 
 
-def test_set_alerts_enables_recipients(conn: sqlite3.Connection) -> None:
+def test_set_alerts_enables_recipients(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body())
     with transaction(conn):
         record = subscriptions.set_alerts(
@@ -220,12 +218,12 @@ def test_set_alerts_enables_recipients(conn: sqlite3.Connection) -> None:
     assert record.to_wire()["Alerts"] == {"Enabled": True, "Recipients": ["ops@example.com"]}
 
 
-def test_set_state_of_unknown_subscription_is_not_found(conn: sqlite3.Connection) -> None:
+def test_set_state_of_unknown_subscription_is_not_found(conn: Store) -> None:
     with pytest.raises(NotFoundError, match="subscription 42 not found"), transaction(conn):
         subscriptions.set_state(conn, ACCOUNT, 42, "Paused", actor="bob", now=T0)
 
 
-def test_fanout_targets_are_succeeded_active_or_catching_up(conn: sqlite3.Connection) -> None:
+def test_fanout_targets_are_succeeded_active_or_catching_up(conn: Store) -> None:
     active = add_subscription(conn, subscription_body("https://a.example/1"))
     held = add_subscription(
         conn, subscription_body("https://a.example/2", state="Paused", catch_up=True)
@@ -238,7 +236,7 @@ def test_fanout_targets_are_succeeded_active_or_catching_up(conn: sqlite3.Connec
     assert targets[0].selections == [CREATED]
 
 
-def test_delete_subscription_frees_its_url_and_types(conn: sqlite3.Connection) -> None:
+def test_delete_subscription_frees_its_url_and_types(conn: Store) -> None:
     subscription_id = add_subscription(conn, subscription_body(URL, EMAIL_ADDED))
     with transaction(conn):
         assert subscriptions.delete_subscription(conn, OTHER_ACCOUNT, subscription_id) is False
@@ -249,7 +247,7 @@ def test_delete_subscription_frees_its_url_and_types(conn: sqlite3.Connection) -
 
 
 def test_subscriptions_version_moves_with_every_subscription_change(
-    conn: sqlite3.Connection,
+    conn: Store,
 ) -> None:
     seen = [subscriptions.subscriptions_version(conn)]
     subscription_id = add_subscription(conn, subscription_body(URL))  # insert + provisioned

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prefctl.cli._complete import subscription_refs
-from prefctl.config import ENV_DATA_DIR
+from prefctl.config import ENV_DATA_DIR, ENV_STORE
 from prefctl.dispatcher.policy import DeadLetterReason
 
 if TYPE_CHECKING:
@@ -38,6 +38,20 @@ StoreOption = Annotated[
         f"env: {ENV_DATA_DIR}).",
         show_default=False,
         dir_okay=False,
+    ),
+]
+# The store of a long-running server (``dispatcher run``): a SQLite file or a PostgreSQL database.
+StoreLocationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="PATH|URL",
+        envvar=ENV_STORE,
+        help="Store to deliver from: a SQLite file, or a PostgreSQL database "
+        "(postgresql://USER@HOST:PORT/DB; shared by any number of dispatchers) "
+        f"(env: {ENV_STORE}; default: the emulator's store in its data dir, env: {ENV_DATA_DIR}).",
+        show_default=False,
+        show_envvar=False,
     ),
 ]
 SubscriptionRefOption = Annotated[

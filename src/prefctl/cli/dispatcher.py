@@ -9,7 +9,7 @@ import typer
 
 from prefctl.cli._api import YesOption
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import StoreOption
+from prefctl.cli._delivery_options import StoreLocationOption, StoreOption
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def register(root: typer.Typer) -> None:
 
 
 def run(
-    store: StoreOption = None,
+    store: StoreLocationOption = None,
     account: Annotated[
         str | None,
         typer.Option(
@@ -82,12 +82,12 @@ def run(
     Runs until Ctrl-C or SIGTERM, or with --once until nothing is due.
     Progress and the summary go to stderr; with -o json the summary is printed as JSON.
     """
-    from prefctl.dispatcher.operations import resolve_store
+    from prefctl.dispatcher.operations import describe_store, resolve_store_location
     from prefctl.dispatcher.run import DispatcherConfig
     from prefctl.dispatcher.run import run as run_dispatcher
 
     state = get_state()
-    path = resolve_store(store)
+    path = resolve_store_location(store)
     progress = _Progress()
     config = DispatcherConfig(
         store_path=path,
@@ -99,7 +99,7 @@ def run(
     )
     config.validate()
     what = "delivering what is due" if once else "delivering (Ctrl-C to stop)"
-    state.out.info(f"dispatcher on {path}: {what}")
+    state.out.info(f"dispatcher on {describe_store(path)}: {what}")
     with state.out.status(what) as update:
         progress.update = update
         totals = run_dispatcher(config)

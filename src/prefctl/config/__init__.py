@@ -57,6 +57,7 @@ ENV_PROFILE = "PREFCTL_PROFILE"
 ENV_OUTPUT = "PREFCTL_OUTPUT"
 ENV_CACHE_DIR = "PREFCTL_CACHE_DIR"
 ENV_DATA_DIR = "PREFCTL_DATA_DIR"
+ENV_STORE = "PREFCTL_STORE"  # the store of `emulator start` and `dispatcher run`: path or URL
 
 
 # Where a resolved value came from, as `config show` reports it.

@@ -64,7 +64,7 @@ from prefctl.store import Store
 from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store
 from prefctl.store.accounts import get_account
-from prefctl.store.db import connect, transaction
+from prefctl.store.db import connect, is_postgres_location, transaction
 from prefctl.store.settings import get_settings
 from prefctl.store.subscriptions import SubscriptionRecord, alerting_account, get_subscription
 
@@ -176,7 +176,7 @@ class AlertMonitor:
     @classmethod
     def open(
         cls,
-        store_path: Path,
+        store_path: Path | str,
         mailer: Mailer,
         *,
         time_scale: float = 1.0,
@@ -448,13 +448,21 @@ def observer(context: ObserverContext) -> BackgroundObserver | None:
     """The engine observer of failure alerts (``OBSERVER_FACTORIES`` entry
     ``"prefctl.dispatcher.alerts:observer"``): a monitor with its own connection to the store, the
     engine's time scale, SMTP from ``context.settings`` (``emulator start --smtp-*``), and
-    ``alerts.mbox`` beside the store. None for a store without a file (the simulator builds its
+    ``alerts.mbox`` beside the store (in the data dir for a PostgreSQL store). None for a store
+    without a file (the simulator builds its
     own ``AlertMonitor``)."""
-    if context.store_path is None:
+    store = context.store_path
+    if store is None:
         return None
     smtp: SmtpSettings | None = context.settings.get(SMTP_SETTING)
-    mailer = Mailer.for_data_dir(context.store_path.parent, smtp)
-    monitor = AlertMonitor.open(context.store_path, mailer, time_scale=context.time_scale)
+    if is_postgres_location(store):  # no folder of its own: the data dir's mbox
+        from prefctl.config.paths import resolve_data_dir
+
+        folder = resolve_data_dir(None)
+    else:
+        folder = Path(store).parent
+    mailer = Mailer.for_data_dir(folder, smtp)
+    monitor = AlertMonitor.open(store, mailer, time_scale=context.time_scale)
     return _AlertsInBackground(monitor)
 
 

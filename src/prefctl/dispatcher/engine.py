@@ -46,6 +46,7 @@ import asyncio
 import base64
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -54,7 +55,12 @@ from prefctl.clock import Clock, SystemClock
 from prefctl.dispatcher import policy
 from prefctl.dispatcher.config_cache import ConfigCache, DeliverySettings
 from prefctl.dispatcher.inflight import InFlight, Item, result
-from prefctl.dispatcher.leases import LeaseOwner, lease_seconds, release_dead_owners
+from prefctl.dispatcher.leases import (
+    SWEEP_SECONDS,
+    LeaseOwner,
+    lease_seconds,
+    release_dead_owners,
+)
 from prefctl.dispatcher.observer import (
     CycleResults,
     DeadLetter,
@@ -66,7 +72,7 @@ from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
 from prefctl.dispatcher.totals import CycleReport, EngineTotals
 from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
-from prefctl.errors import NotFoundError
+from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.logs import register_secret
 from prefctl.store import Store, ceilings, dispatcher_state
 from prefctl.store.accounts import Account, get_account
@@ -97,6 +103,9 @@ ONCE_POLL_SECONDS = 0.02
 # A cycle's deliveries go to the transport in parts of this many, so that sending starts while
 # the rest are prepared.
 SEND_CHUNK = 500
+# How long to wait (real seconds) before trying again to reach a store that went away, doubling.
+RECONNECT_FIRST_SECONDS = 0.2
+RECONNECT_MAX_SECONDS = 5.0
 # How long to wait (rule seconds) before looking again at a store that has no account yet.
 NO_ACCOUNT_WAIT_SECONDS = 1.0
 
@@ -107,6 +116,7 @@ class _Account:
 
     next_cycle_at: float = 0.0
     full: bool = False  # the last cycle claimed all it had room for: more may be due
+    idle: bool = False  # the last cycle claimed nothing and nothing of it is in flight
     credentials: SigningCredentials | None = None
     verifier: Verifier | None = None
     timestamp: str = ""
@@ -180,6 +190,8 @@ class Engine:
         self._shared = not static_config  # the accounts' limits are kept in the store
         self._carried: list[Item] = []  # results known before their cycle's batch
         self._ceiling = 0  # the sum of the accounts' MaxConcurrentRequests, as last sized
+        self._woken = asyncio.Event()  # ``wake``: deliveries came due since the last cycle
+        self._next_sweep = time.monotonic() + SWEEP_SECONDS  # ``_sweep``; ``start`` swept
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -204,13 +216,71 @@ class Engine:
         await self.start()
         try:
             while stop is None or not stop.is_set():
-                await self.run_cycle()
-                if once and self._drained():
-                    break
-                await self._sleep_until(self._next_wake(once), stop)
+                try:
+                    self._take_wake()
+                    await self._sweep()
+                    await self.run_cycle()
+                    if once and self._drained():
+                        break
+                    wake = self._next_wake(once)
+                except PrefctlError as exc:
+                    if not await self._reconnect(exc, stop):
+                        raise
+                    continue
+                await self._sleep_until(wake, stop)
         finally:
             await self.close()
         return self.totals
+
+    async def _sweep(self) -> None:
+        """Every ``SWEEP_SECONDS``, give back the leases of dead dispatchers on this host (a
+        dispatcher beside this one was killed): they are retried now, not when they expire."""
+        moment = time.monotonic()
+        if moment < self._next_sweep:
+            return
+        self._next_sweep = moment + SWEEP_SECONDS
+        released = await self._in_store(release_dead_owners, self.conn)
+        if released:
+            log.info("took back %d deliveries leased by a dispatcher that is gone", released)
+
+    def wake(self) -> None:
+        """Deliveries came due (a notification of the store: ``store/wakeups.py``): an account
+        that was idle (its last cycle claimed nothing, nothing of it in flight) starts its next
+        cycle now instead of at its next turn. Call it on the engine's loop."""
+        self._woken.set()
+
+    def _take_wake(self) -> None:
+        if not self._woken.is_set():
+            return
+        self._woken.clear()
+        now = epoch(self.clock.now())
+        for account in self._accounts.values():
+            if account.idle:
+                account.next_cycle_at = min(account.next_cycle_at, now)
+
+    async def _reconnect(self, exc: PrefctlError, stop: asyncio.Event | None) -> bool:
+        """After a failure of the store's connection (a PostgreSQL server restarted or out of
+        reach), reconnect, waiting between tries, until it answers (True) or ``stop`` is set
+        (False). False at once for any other error: it is the caller's. Results not recorded
+        when the connection broke are recorded by the next cycle; claims rolled back with it
+        were never sent."""
+        lost = getattr(self.conn, "lost", None)
+        reconnect = getattr(self.conn, "reconnect", None)
+        if lost is None or reconnect is None or not lost():
+            return False
+        log.warning("lost the store's connection (%s): reconnecting", exc)
+        delay = RECONNECT_FIRST_SECONDS
+        while stop is None or not stop.is_set():
+            try:
+                await asyncio.to_thread(reconnect)
+            except PrefctlError as again:
+                log.debug("the store does not answer yet: %s", again)
+                await self._sleep_until(epoch(self.clock.now()) + delay, stop, real=True)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+                continue
+            log.warning("reconnected to the store")
+            return True
+        return False
 
     async def close(self) -> None:
         """Record the answers already in, give back the leases of requests still unanswered
@@ -247,14 +317,21 @@ class Engine:
             self.transport.cancel(expired)
         batch = self._batch([*self._take_carried(), *results, *late])
         plans = [self._plan(row, account, now) for row, account in self._due_accounts(now)]
-        if self.store_thread and batch and any(plan.room > 0 for plan in plans):
-            _, claims = await self._in_store(self._store_cycle, [], now, plans)
-            claimed, sent = await self._dispatch_all(plans, claims, now)
-            applied, _ = await self._in_store(self._store_cycle, batch, now, [])
-            recorded = self._recorded(batch, applied)
-        else:
-            applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
-            recorded = self._recorded(batch, applied)
+        try:
+            if self.store_thread and batch and any(plan.room > 0 for plan in plans):
+                _, claims = await self._in_store(self._store_cycle, [], now, plans)
+                claimed, sent = await self._dispatch_all(plans, claims, now)
+                applied, _ = await self._in_store(self._store_cycle, batch, now, [])
+            else:
+                applied, claims = await self._in_store(self._store_cycle, batch, now, plans)
+                claimed, sent = -1, 0  # sent below, once the batch is recorded
+        except PrefctlError:
+            # The store failed (its connection broke): the transaction that would have recorded
+            # the batch was rolled back, so the next cycle records it (``_reconnect``).
+            self._carried[:0] = batch
+            raise
+        recorded = self._recorded(batch, applied)
+        if claimed < 0:
             claimed, sent = await self._dispatch_all(plans, claims, now)
         moment = self.clock.now()
         if plans:
@@ -347,6 +424,7 @@ class Engine:
             ceilings.hold(self.conn, name, self._owner.base, in_flight=held, lease_until=until)
 
     def _claim(self, plan: _Plan, now: float) -> list[ClaimedDelivery]:
+        plan.account.idle = False
         if not self._shared:
             return self._claim_room(plan, plan.room, now)
         assert self._owner is not None
@@ -410,6 +488,8 @@ class Engine:
         plan.account.full = len(claimed) >= room and dispatcher_state.due_exists(
             self.conn, now, name
         )
+        assert self._inflight is not None
+        plan.account.idle = not claimed and not self._inflight.open_by_account[name]
         return claimed
 
     async def _dispatch_all(
@@ -622,18 +702,27 @@ class Engine:
                 wake = min(wake, now + ONCE_POLL_SECONDS)
         return wake
 
-    async def _sleep_until(self, wake: float, stop: asyncio.Event | None) -> None:
+    async def _sleep_until(
+        self, wake: float, stop: asyncio.Event | None, *, real: bool = False
+    ) -> None:
+        """Sleep until ``wake``, or until ``stop`` is set or the engine is woken (``wake``);
+        ``real``: on the event loop's time, whatever the engine's clock."""
         delay = wake - epoch(self.clock.now())
         if delay <= 0:
             await asyncio.sleep(0)
-        elif stop is None:
-            await self.clock.sleep(delay)
-        else:
-            sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait((sleeper, stopper), return_when=asyncio.FIRST_COMPLETED)
-            for task in (sleeper, stopper):
-                task.cancel()
+            return
+        sleeping = asyncio.sleep(delay) if real else self.clock.sleep(delay)
+        if stop is None and real:
+            await sleeping
+            return
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(sleeping)]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        if not real:
+            waits.append(asyncio.ensure_future(self._woken.wait()))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
 
 
 def _bytes(text: str | None) -> bytes | None:

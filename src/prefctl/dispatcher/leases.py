@@ -2,11 +2,12 @@
 
 A claim is a lease (``store/deliveries.py``): a dispatcher that dies leaves its deliveries
 ``in_flight`` until ``lease_until``, after which any claimer takes them back. To make recovery
-immediate after a crash on the same machine, owners are named ``host:pid:token:cycle``; at start an
-engine gives back at once the leases (and the share of the accounts' ceilings, held under
-``host:pid:token``) of owners on this host whose process is gone (or is this very
-process under a token no engine here uses any more). Leases of live processes, and of other hosts,
-are left to expire.
+immediate after a crash on the same machine, owners are named ``host:pid:token:cycle``; at start,
+and every ``SWEEP_SECONDS`` while it runs (several dispatchers share one store: one of them may die
+while the others go on), an engine gives back at once the leases (and the share of the accounts'
+ceilings, held under ``host:pid:token``) of owners on this host whose process is gone (or is this
+very process under a token no engine here uses any more). Leases of live processes, and of other
+hosts, are left to expire.
 
 A lease lasts the response timeout plus Duration (both scaled: the result of a cycle's attempts
 is recorded at the next cycle) plus a real-time margin for a busy process, so that a live engine
@@ -28,9 +29,17 @@ from prefctl.store.db import transaction
 from prefctl.store.deliveries import release_claims
 from prefctl.store.dispatcher_state import lease_owners
 
-__all__ = ["LEASE_MARGIN_SECONDS", "LeaseOwner", "lease_seconds", "release_dead_owners"]
+__all__ = [
+    "LEASE_MARGIN_SECONDS",
+    "SWEEP_SECONDS",
+    "LeaseOwner",
+    "lease_seconds",
+    "release_dead_owners",
+]
 
 LEASE_MARGIN_SECONDS = 30.0
+# How often (real seconds) a running engine looks for leases of dead processes on its host.
+SWEEP_SECONDS = 5.0
 
 # Tokens of the engines alive in this process: leases under this pid with another token are
 # leftovers of a process that had the same pid before.

@@ -160,7 +160,7 @@ class ObserverContext:
     """What an observer factory may use. ``conn`` is the engine's connection: use it only inside
     the callbacks (same thread), never from a ``BackgroundObserver``'s worker."""
 
-    store_path: Path | None
+    store_path: Path | str | None  # a SQLite file, a PostgreSQL URL, or None (in memory)
     conn: Store
     clock: Clock
     time_scale: float

@@ -65,6 +65,26 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
     return store_path(resolve_data_dir(data_dir))
 
 
+def resolve_store_location(store: str | None) -> Path | str:
+    """``--store PATH|URL``: a PostgreSQL URL as it is, a path (or none) as ``resolve_store``."""
+    from prefctl.store.db import is_postgres_location, sqlite_file
+
+    if is_postgres_location(store):
+        return str(store)
+    return resolve_store(None if store is None else sqlite_file(store))
+
+
+def describe_store(location: Path | str) -> str:
+    """``location`` for a message: a path as it is, a URL without its password."""
+    from prefctl.store.db import is_postgres_location
+
+    if is_postgres_location(location):
+        from prefctl.store.postgres import redacted
+
+        return redacted(str(location))
+    return str(location)
+
+
 @contextmanager
 def open_existing_store(path: Path) -> Iterator[Store]:
     """Open (and migrate) a store that exists; a missing file, or one that is not a prefctl

@@ -12,6 +12,11 @@
 
     >>> totals = run(DispatcherConfig(store_path=Path("emulator.db"), once=True))
     >>> totals.delivered, totals.dead_lettered
+
+The store is a SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL), where any
+number of dispatchers, on any machines, share the queue (docs/team-sandbox.md): there the
+dispatcher is woken by the store when deliveries come due (``store/wakeups.py``), and reconnects
+by itself when the server restarts.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ __all__ = ["DispatcherConfig", "new_event_loop", "run", "run_async", "running"]
 
 @dataclass(frozen=True)
 class DispatcherConfig:
-    """One dispatcher run over the store at ``store_path``.
+    """One dispatcher run over the store at ``store_path``: a SQLite file, or a PostgreSQL
+    database's ``postgresql://`` URL (a ``str``).
 
     ``account`` None delivers every account. ``clock``, ``transport`` (default: a new
     ``CurlTransport``) and ``rng`` are seams. ``time_scale`` divides every delivery-rule duration.
@@ -46,7 +52,7 @@ class DispatcherConfig:
     these); ``settings`` is handed to those factories (e.g. SMTP options).
     """
 
-    store_path: Path
+    store_path: Path | str
     account: str | None = None
     clock: Clock | None = field(default=None, compare=False)
     transport: Transport | None = field(default=None, compare=False)
@@ -62,9 +68,10 @@ class DispatcherConfig:
         """Raise UsageError or ConfigError (exit 2) for a run that cannot work."""
         check_time_scale(self.time_scale)
         check_encoding(self.signature_encoding)
-        from prefctl.store.db import require_store
+        from prefctl.store.db import is_postgres_location, require_store
 
-        require_store(self.store_path)
+        if not is_postgres_location(self.store_path):
+            require_store(Path(self.store_path))
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -123,11 +130,15 @@ async def running(config: DispatcherConfig) -> AsyncIterator[Engine]:
 
 @contextlib.asynccontextmanager
 async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
-    from prefctl.store.db import connect, in_use
+    from prefctl.store.db import connect, in_use, is_postgres_location
     from prefctl.store.migrations import migrate
+    from prefctl.store.wakeups import listen_for_due
 
-    with in_use(config.store_path):  # emulator reset refuses while the dispatcher runs
-        conn = connect(config.store_path)
+    location = config.store_path
+    postgres = is_postgres_location(location)
+    # emulator reset refuses while the dispatcher runs (a SQLite file: a lock beside it)
+    with contextlib.nullcontext() if postgres else in_use(location):
+        conn = connect(location)
         transport = config.transport
         owned_transport = transport is None
         closers: list[Callable[[], Any]] = []
@@ -146,7 +157,7 @@ async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
                 plugins = load_observers(context)
                 closers += [close for o in plugins if callable(close := getattr(o, "close", None))]
                 observers += plugins
-            yield Engine(
+            engine = Engine(
                 conn,
                 transport=transport,
                 clock=clock,
@@ -157,6 +168,15 @@ async def _engine(config: DispatcherConfig) -> AsyncIterator[Engine]:
                 store_thread=True,
                 signature_encoding=config.signature_encoding,
             )
+            loop = asyncio.get_running_loop()
+
+            def wake() -> None:  # on the listener's thread
+                loop.call_soon_threadsafe(engine.wake)
+
+            listener = listen_for_due(location, wake)
+            if listener is not None:
+                closers.append(listener.close)
+            yield engine
         finally:
             for close in closers:
                 close()

@@ -1,6 +1,6 @@
 """Accounts, OAuth clients and API users (migration ``0001_accounts``).
 
-Plain functions over a ``sqlite3.Connection``; callers own the transaction. Secrets of clients are
+Plain functions over a ``Store``; callers own the transaction. Secrets of clients are
 stored as ``salt`` + SHA-256(salt ‖ secret): the secrets are 64 random characters (about 380 bits),
 so a slow password hash would add cost and no strength.
 
@@ -14,8 +14,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prefctl.store import Row, Store
 
 # The permissions of docs/api.md; a user named in a token's scope holds some of them.
 PERMISSIONS: tuple[str, ...] = (
@@ -114,7 +117,7 @@ def _digest_matches(secret: str, salt: str | None, digest: str | None) -> bool:
 
 
 # -- accounts --------------------------------------------------------------------------------------
-def add_account(conn: sqlite3.Connection, account: Account) -> None:
+def add_account(conn: Store, account: Account) -> None:
     conn.execute(
         "INSERT INTO accounts (service_client_id, environment, hashkey, signature_user_id,"
         " created_at) VALUES (?, ?, ?, ?, ?)",
@@ -128,19 +131,19 @@ def add_account(conn: sqlite3.Connection, account: Account) -> None:
     )
 
 
-def get_account(conn: sqlite3.Connection, service_client_id: str) -> Account | None:
+def get_account(conn: Store, service_client_id: str) -> Account | None:
     row = conn.execute(
         "SELECT * FROM accounts WHERE service_client_id = ?", (service_client_id,)
     ).fetchone()
     return _account(row) if row else None
 
 
-def list_accounts(conn: sqlite3.Connection) -> list[Account]:
+def list_accounts(conn: Store) -> list[Account]:
     rows = conn.execute("SELECT * FROM accounts ORDER BY created_at, service_client_id")
     return [_account(row) for row in rows]
 
 
-def delete_account(conn: sqlite3.Connection, service_client_id: str) -> bool:
+def delete_account(conn: Store, service_client_id: str) -> bool:
     """Delete an account and everything it owns; False when there is no such account.
 
     Foreign keys take what hangs off the account (clients, users, profiles, subscriptions,
@@ -165,7 +168,7 @@ _ACCOUNT_BOOKKEEPING_DELETES = (
 )
 
 
-def _account(row: sqlite3.Row) -> Account:
+def _account(row: Row) -> Account:
     return Account(
         service_client_id=row["service_client_id"],
         hashkey=row["hashkey"],
@@ -176,7 +179,7 @@ def _account(row: sqlite3.Row) -> Account:
 
 
 # -- OAuth clients ---------------------------------------------------------------------------------
-def add_client(conn: sqlite3.Connection, client: OAuthClient) -> None:
+def add_client(conn: Store, client: OAuthClient) -> None:
     conn.execute(
         "INSERT INTO oauth_clients (client_id, service_client_id, name, secret_salt, secret_hash,"
         " certificate_pem, certificate_thumbprint, token_lifetime_minutes, created_at)"
@@ -195,21 +198,19 @@ def add_client(conn: sqlite3.Connection, client: OAuthClient) -> None:
     )
 
 
-def get_client(conn: sqlite3.Connection, client_id: str) -> OAuthClient | None:
+def get_client(conn: Store, client_id: str) -> OAuthClient | None:
     row = conn.execute("SELECT * FROM oauth_clients WHERE client_id = ?", (client_id,)).fetchone()
     return _client(row) if row else None
 
 
-def client_with_thumbprint(conn: sqlite3.Connection, thumbprint: str) -> OAuthClient | None:
+def client_with_thumbprint(conn: Store, thumbprint: str) -> OAuthClient | None:
     row = conn.execute(
         "SELECT * FROM oauth_clients WHERE certificate_thumbprint = ?", (thumbprint,)
     ).fetchone()
     return _client(row) if row else None
 
 
-def list_clients(
-    conn: sqlite3.Connection, service_client_id: str | None = None
-) -> list[OAuthClient]:
+def list_clients(conn: Store, service_client_id: str | None = None) -> list[OAuthClient]:
     if service_client_id is None:
         rows = conn.execute("SELECT * FROM oauth_clients ORDER BY created_at, rowid")
     else:
@@ -220,7 +221,7 @@ def list_clients(
     return [_client(row) for row in rows]
 
 
-def _client(row: sqlite3.Row) -> OAuthClient:
+def _client(row: Row) -> OAuthClient:
     return OAuthClient(
         client_id=row["client_id"],
         service_client_id=row["service_client_id"],
@@ -238,7 +239,7 @@ def _client(row: sqlite3.Row) -> OAuthClient:
 
 
 def rotate_client_secret(
-    conn: sqlite3.Connection,
+    conn: Store,
     client_id: str,
     *,
     salt: str,
@@ -256,7 +257,7 @@ def rotate_client_secret(
 
 
 # -- users -----------------------------------------------------------------------------------------
-def add_user(conn: sqlite3.Connection, user: User) -> None:
+def add_user(conn: Store, user: User) -> None:
     conn.execute(
         "INSERT INTO users (service_client_id, user_id, is_active, created_at) VALUES (?, ?, ?, ?)",
         (user.service_client_id, user.user_id, int(user.is_active), user.created_at),
@@ -267,7 +268,7 @@ def add_user(conn: sqlite3.Connection, user: User) -> None:
     )
 
 
-def get_user(conn: sqlite3.Connection, service_client_id: str, user_id: str) -> User | None:
+def get_user(conn: Store, service_client_id: str, user_id: str) -> User | None:
     row = conn.execute(
         "SELECT * FROM users WHERE service_client_id = ? AND user_id = ?",
         (service_client_id, user_id),
@@ -275,7 +276,7 @@ def get_user(conn: sqlite3.Connection, service_client_id: str, user_id: str) -> 
     return _user(conn, row) if row else None
 
 
-def list_users(conn: sqlite3.Connection, service_client_id: str | None = None) -> list[User]:
+def list_users(conn: Store, service_client_id: str | None = None) -> list[User]:
     if service_client_id is None:
         rows = conn.execute("SELECT * FROM users ORDER BY created_at, rowid").fetchall()
     else:
@@ -286,7 +287,7 @@ def list_users(conn: sqlite3.Connection, service_client_id: str | None = None) -
     return [_user(conn, row) for row in rows]
 
 
-def _user(conn: sqlite3.Connection, row: sqlite3.Row) -> User:
+def _user(conn: Store, row: Row) -> User:
     held = {
         r[0]
         for r in conn.execute(
@@ -306,15 +307,18 @@ def _user(conn: sqlite3.Connection, row: sqlite3.Row) -> User:
 
 
 # -- the credentials of profile 'local' ------------------------------------------------------------
-def save_local_credentials(conn: sqlite3.Connection, creds: LocalCredentials) -> None:
+def save_local_credentials(conn: Store, creds: LocalCredentials) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO local_credentials"
-        " (singleton, service_client_id, user_id, client_id, client_secret) VALUES (1, ?, ?, ?, ?)",
+        "INSERT INTO local_credentials"
+        " (singleton, service_client_id, user_id, client_id, client_secret) VALUES (1, ?, ?, ?, ?)"
+        " ON CONFLICT (singleton) DO UPDATE SET service_client_id = excluded.service_client_id,"
+        " user_id = excluded.user_id, client_id = excluded.client_id,"
+        " client_secret = excluded.client_secret",
         (creds.service_client_id, creds.user_id, creds.client_id, creds.client_secret),
     )
 
 
-def get_local_credentials(conn: sqlite3.Connection) -> LocalCredentials | None:
+def get_local_credentials(conn: Store) -> LocalCredentials | None:
     row = conn.execute("SELECT * FROM local_credentials WHERE singleton = 1").fetchone()
     if row is None:
         return None
@@ -326,7 +330,7 @@ def get_local_credentials(conn: sqlite3.Connection) -> LocalCredentials | None:
     )
 
 
-def update_local_secret(conn: sqlite3.Connection, client_id: str, client_secret: str) -> bool:
+def update_local_secret(conn: Store, client_id: str, client_secret: str) -> bool:
     """Keep the plain secret of profile 'local' current after a rotation of its client; whether
     ``client_id`` is that client."""
     cursor = conn.execute(

@@ -12,12 +12,14 @@ are in ``store/alerts.py``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import orjson
+from prefctl.store._dialect import any_of
+
+if TYPE_CHECKING:
+    from prefctl.store import Row, Store
 
 __all__ = [
     "Batch",
@@ -93,7 +95,7 @@ class Batch:
 
 
 # -- incidents ------------------------------------------------------------------------------------
-def current_incident(conn: sqlite3.Connection, subscription_id: int) -> Incident | None:
+def current_incident(conn: Store, subscription_id: int) -> Incident | None:
     """The subscription's incident that is not closed, if any."""
     row = conn.execute(
         "SELECT * FROM alert_incidents WHERE subscription_id = ? AND state <> 'closed'",
@@ -102,23 +104,21 @@ def current_incident(conn: sqlite3.Connection, subscription_id: int) -> Incident
     return _incident(row) if row else None
 
 
-def live_incidents(
-    conn: sqlite3.Connection, subscription_ids: Iterable[int] | None = None
-) -> list[Incident]:
+def live_incidents(conn: Store, subscription_ids: Iterable[int] | None = None) -> list[Incident]:
     """Incidents not closed (of ``subscription_ids`` when given), oldest first."""
     if subscription_ids is None:
         rows = conn.execute("SELECT * FROM alert_incidents WHERE state <> 'closed' ORDER BY id")
     else:
+        condition, param = any_of(conn, "subscription_id", sorted(set(subscription_ids)))
         rows = conn.execute(
-            "SELECT * FROM alert_incidents WHERE state <> 'closed'"
-            " AND subscription_id IN (SELECT value FROM json_each(?)) ORDER BY id",
-            (orjson.dumps(sorted(set(subscription_ids))).decode(),),
+            f"SELECT * FROM alert_incidents WHERE state <> 'closed' AND {condition} ORDER BY id",  # noqa: S608
+            (param,),
         )
     return [_incident(row) for row in rows]
 
 
 def open_incident(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     *,
@@ -147,9 +147,7 @@ def open_incident(
     return _require(conn, incident_id)
 
 
-def add_to_incident(
-    conn: sqlite3.Connection, incident_id: int, count: int, *, now: float
-) -> Incident:
+def add_to_incident(conn: Store, incident_id: int, count: int, *, now: float) -> Incident:
     """Count ``count`` more dead letters; a new failure cancels a pending recovery."""
     conn.execute(
         "UPDATE alert_incidents SET dead_letters = dead_letters + ?, last_dead_letter_at = ?,"
@@ -160,7 +158,7 @@ def add_to_incident(
 
 
 def record_alert(
-    conn: sqlite3.Connection,
+    conn: Store,
     incident_id: int,
     *,
     at: float,
@@ -183,16 +181,14 @@ def record_alert(
     return conn.execute(sql, params).rowcount == 1
 
 
-def set_recovered(conn: sqlite3.Connection, incident_id: int, *, at: float) -> None:
+def set_recovered(conn: Store, incident_id: int, *, at: float) -> None:
     conn.execute(
         "UPDATE alert_incidents SET recovered_at = coalesce(recovered_at, ?) WHERE id = ?",
         (at, incident_id),
     )
 
 
-def close_incident(
-    conn: sqlite3.Connection, incident_id: int, *, at: float, reason: CloseReason
-) -> None:
+def close_incident(conn: Store, incident_id: int, *, at: float, reason: CloseReason) -> None:
     """Close the incident; dead letters it never reported are dropped with it."""
     conn.execute(
         "UPDATE alert_incidents SET state = 'closed', closed_at = ?, close_reason = ?,"
@@ -202,7 +198,7 @@ def close_incident(
     conn.execute("DELETE FROM alert_dead_letters WHERE incident_id = ?", (incident_id,))
 
 
-def has_work(conn: sqlite3.Connection) -> bool:
+def has_work(conn: Store) -> bool:
     """Whether anything could be due: a live incident, a waiting dead letter, a pending alert.
     One cheap read, so that an idle dispatcher cycle takes no write lock for alerts."""
     row = conn.execute(
@@ -215,7 +211,7 @@ def has_work(conn: sqlite3.Connection) -> bool:
 
 # -- dead letters waiting for an alert -------------------------------------------------------------
 def add_dead_letters(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     incident_id: int | None,
     dead_letters: Iterable[PendingDeadLetter],
@@ -242,7 +238,7 @@ def add_dead_letters(
     )
 
 
-def count_recent(conn: sqlite3.Connection, subscription_id: int, *, since: float) -> int:
+def count_recent(conn: Store, subscription_id: int, *, since: float) -> int:
     """Dead letters of the subscription outside any incident, dead-lettered since ``since``."""
     row = conn.execute(
         "SELECT count(*) FROM alert_dead_letters WHERE subscription_id = ?"
@@ -252,7 +248,7 @@ def count_recent(conn: sqlite3.Connection, subscription_id: int, *, since: float
     return int(row[0])
 
 
-def attach_recent(conn: sqlite3.Connection, subscription_id: int, incident_id: int) -> int:
+def attach_recent(conn: Store, subscription_id: int, incident_id: int) -> int:
     """Give the subscription's waiting dead letters to ``incident_id``; returns how many."""
     cursor = conn.execute(
         "UPDATE alert_dead_letters SET incident_id = ? WHERE subscription_id = ?"
@@ -263,7 +259,7 @@ def attach_recent(conn: sqlite3.Connection, subscription_id: int, incident_id: i
 
 
 def prune_unattached(
-    conn: sqlite3.Connection,
+    conn: Store,
     *,
     before: float,
     subscription_id: int | None = None,
@@ -286,7 +282,7 @@ def prune_unattached(
     return cursor.rowcount
 
 
-def waiting_accounts(conn: sqlite3.Connection) -> list[str]:
+def waiting_accounts(conn: Store) -> list[str]:
     """Accounts with dead letters waiting outside any incident."""
     rows = conn.execute(
         "SELECT DISTINCT s.service_client_id FROM alert_dead_letters d"
@@ -295,7 +291,7 @@ def waiting_accounts(conn: sqlite3.Connection) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def unreported_batch(conn: sqlite3.Connection, incident_id: int) -> Batch | None:
+def unreported_batch(conn: Store, incident_id: int) -> Batch | None:
     """What the incident's next alert would report, or None when nothing waits."""
     by_reason = {
         str(reason): int(count)
@@ -332,18 +328,18 @@ def unreported_batch(conn: sqlite3.Connection, incident_id: int) -> Batch | None
     )
 
 
-def delete_reported(conn: sqlite3.Connection, incident_id: int) -> None:
+def delete_reported(conn: Store, incident_id: int) -> None:
     """Forget the dead letters an alert has just reported (the email keeps what matters)."""
     conn.execute("DELETE FROM alert_dead_letters WHERE incident_id = ?", (incident_id,))
 
 
 # -- rows -----------------------------------------------------------------------------------------
-def _require(conn: sqlite3.Connection, incident_id: int) -> Incident:
+def _require(conn: Store, incident_id: int) -> Incident:
     row = conn.execute("SELECT * FROM alert_incidents WHERE id = ?", (incident_id,)).fetchone()
     return _incident(row)
 
 
-def _incident(row: sqlite3.Row) -> Incident:
+def _incident(row: Row) -> Incident:
     return Incident(
         id=row["id"],
         service_client_id=row["service_client_id"],

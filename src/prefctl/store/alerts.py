@@ -16,14 +16,16 @@ pending; a claim that ends without the alert sent (its sender died) lets another
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 
 from prefctl.store.connection import stored_json
+
+if TYPE_CHECKING:
+    from prefctl.store import Row, Store
 
 __all__ = [
     "AlertKind",
@@ -87,7 +89,7 @@ class AlertRecord:
 
 
 # -- alert emails ---------------------------------------------------------------------------------
-def last_alert_at(conn: sqlite3.Connection, subscription_id: int) -> float | None:
+def last_alert_at(conn: Store, subscription_id: int) -> float | None:
     """When the subscription's latest alert was written (any incident)."""
     row = conn.execute(
         "SELECT max(created_at) FROM alert_messages WHERE subscription_id = ?", (subscription_id,)
@@ -95,13 +97,13 @@ def last_alert_at(conn: sqlite3.Connection, subscription_id: int) -> float | Non
     return None if row[0] is None else float(row[0])
 
 
-def add_alert(conn: sqlite3.Connection, alert: NewAlert) -> int:
+def add_alert(conn: Store, alert: NewAlert) -> int:
     """Record an alert as pending; its text comes with ``set_alert_message``. Returns its id."""
     cursor = conn.execute(
         "INSERT INTO alert_messages (incident_id, service_client_id, subscription_id,"
         " subscription_name, kind, sequence, dead_letters, incident_dead_letters, recipients,"
         " subject, message_id, message, created_at, state)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 'pending')",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 'pending') RETURNING id",
         (
             alert.incident_id,
             alert.service_client_id,
@@ -117,22 +119,20 @@ def add_alert(conn: sqlite3.Connection, alert: NewAlert) -> int:
             alert.created_at,
         ),
     )
-    return int(cursor.lastrowid or 0)
+    return int(cursor.fetchone()[0])
 
 
-def set_alert_message(conn: sqlite3.Connection, alert_id: int, message: str) -> None:
+def set_alert_message(conn: Store, alert_id: int, message: str) -> None:
     conn.execute("UPDATE alert_messages SET message = ? WHERE id = ?", (message, alert_id))
 
 
-def pending_alerts(conn: sqlite3.Connection) -> list[AlertRecord]:
+def pending_alerts(conn: Store) -> list[AlertRecord]:
     """Alerts written but not yet sent, oldest first."""
     rows = conn.execute("SELECT * FROM alert_messages WHERE state = 'pending' ORDER BY id")
     return [_alert(row) for row in rows]
 
 
-def claim_alert(
-    conn: sqlite3.Connection, alert_id: int, sender: str, *, now: float, until: float
-) -> bool:
+def claim_alert(conn: Store, alert_id: int, sender: str, *, now: float, until: float) -> bool:
     """Take the sending of a pending alert until ``until``: True when ``sender`` now holds it
     (nobody did, or the previous claim ended by ``now`` without the alert sent)."""
     cursor = conn.execute(
@@ -143,7 +143,7 @@ def claim_alert(
     return cursor.rowcount == 1
 
 
-def unclaim_alert(conn: sqlite3.Connection, alert_id: int, sender: str) -> None:
+def unclaim_alert(conn: Store, alert_id: int, sender: str) -> None:
     """Give back ``sender``'s claim of an alert it could not send (the next call tries again)."""
     conn.execute(
         "UPDATE alert_messages SET claimed_by = NULL, claimed_until = NULL"
@@ -152,9 +152,7 @@ def unclaim_alert(conn: sqlite3.Connection, alert_id: int, sender: str) -> None:
     )
 
 
-def mark_sent(
-    conn: sqlite3.Connection, alert_id: int, *, sink: Sink, at: float, smtp_error: str | None
-) -> None:
+def mark_sent(conn: Store, alert_id: int, *, sink: Sink, at: float, smtp_error: str | None) -> None:
     conn.execute(
         "UPDATE alert_messages SET state = 'sent', sink = ?, sent_at = ?, smtp_error = ?"
         " WHERE id = ?",
@@ -162,13 +160,13 @@ def mark_sent(
     )
 
 
-def get_alert(conn: sqlite3.Connection, alert_id: int) -> AlertRecord | None:
+def get_alert(conn: Store, alert_id: int) -> AlertRecord | None:
     row = conn.execute("SELECT * FROM alert_messages WHERE id = ?", (alert_id,)).fetchone()
     return _alert(row) if row else None
 
 
 def list_alerts(
-    conn: sqlite3.Connection,
+    conn: Store,
     *,
     subscription_id: int | None = None,
     since: float | None = None,
@@ -184,7 +182,7 @@ def list_alerts(
 
 
 # -- rows -----------------------------------------------------------------------------------------
-def _alert(row: sqlite3.Row) -> AlertRecord:
+def _alert(row: Row) -> AlertRecord:
     return AlertRecord(
         id=row["id"],
         incident_id=row["incident_id"],

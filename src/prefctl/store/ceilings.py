@@ -25,7 +25,10 @@ the sum read before taking the turn is never below what the others hold when the
 from __future__ import annotations
 
 import math
-import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "hold",
@@ -48,7 +51,7 @@ def next_cycle(last: float, now: float, period: float) -> float:
     return due + period
 
 
-def next_cycle_at(conn: sqlite3.Connection, account: str) -> float | None:
+def next_cycle_at(conn: Store, account: str) -> float | None:
     """When the account's next cycle may start (None: no dispatcher has run one yet)."""
     row = conn.execute(
         "SELECT next_cycle_at FROM dispatcher_cycles WHERE service_client_id = ?", (account,)
@@ -56,7 +59,7 @@ def next_cycle_at(conn: sqlite3.Connection, account: str) -> float | None:
     return None if row is None else float(row[0])
 
 
-def others_in_flight(conn: sqlite3.Connection, account: str, owner: str, *, now: float) -> int:
+def others_in_flight(conn: Store, account: str, owner: str, *, now: float) -> int:
     """The account's requests in flight held by dispatchers other than ``owner`` whose lease
     still runs at ``now``."""
     row = conn.execute(
@@ -67,9 +70,7 @@ def others_in_flight(conn: sqlite3.Connection, account: str, owner: str, *, now:
     return int(row[0])
 
 
-def take_turn(
-    conn: sqlite3.Connection, account: str, *, seen: float | None, next_at: float
-) -> bool:
+def take_turn(conn: Store, account: str, *, seen: float | None, next_at: float) -> bool:
     """Run the account's cycle: move its next one to ``next_at`` if it is still ``seen`` (what
     ``next_cycle_at`` read in this transaction). False: another dispatcher took it meanwhile."""
     if seen is None:
@@ -87,9 +88,7 @@ def take_turn(
     return cursor.rowcount == 1
 
 
-def hold(
-    conn: sqlite3.Connection, account: str, owner: str, *, in_flight: int, lease_until: float
-) -> None:
+def hold(conn: Store, account: str, owner: str, *, in_flight: int, lease_until: float) -> None:
     """Report ``owner``'s requests in flight for ``account``, counted until ``lease_until``."""
     conn.execute(
         "INSERT INTO dispatcher_slots (service_client_id, owner, in_flight, lease_until)"
@@ -99,11 +98,11 @@ def hold(
     )
 
 
-def slot_owners(conn: sqlite3.Connection) -> list[str]:
+def slot_owners(conn: Store) -> list[str]:
     """The owners with requests in flight reported, whatever their lease."""
     return [str(row[0]) for row in conn.execute("SELECT DISTINCT owner FROM dispatcher_slots")]
 
 
-def release_slots(conn: sqlite3.Connection, owner: str) -> int:
+def release_slots(conn: Store, owner: str) -> int:
     """Forget what ``owner`` holds (it stopped, or is gone); returns how many rows went."""
     return conn.execute("DELETE FROM dispatcher_slots WHERE owner = ?", (owner,)).rowcount

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import orjson
 
 from prefctl.errors import ConfigError, PrefctlError, UsageError
 from prefctl.private_files import locked
 from prefctl.store.errors import StoreBusyError, StoreDamagedError, StoreDiskFullError, StoreError
+
+if TYPE_CHECKING:
+    from prefctl.store import Store as AnyStore
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -71,28 +75,35 @@ class Store(sqlite3.Connection):
     **[decision]** It is the driver's connection itself (a subclass made by ``connect``), not a
     wrapper around it: an operation reaches SQLite with no call in between, so the dispatcher's
     claim and record loops and the emulator's group writer cost what they did (bench/dispatcher.py,
-    bench/api.py). A second backend gives its own Store with the same verbs, and the store
-    modules choose their SQL by it.
+    bench/api.py). The second backend, PostgreSQL, gives its own ``PgStore`` (postgres.py) with
+    the same verbs; the store modules choose their SQL by ``dialect`` where the engines differ
+    (a class attribute: reading it costs SQLite's path nothing measurable).
     """
+
+    dialect: Literal["sqlite"] = "sqlite"
 
     def transaction(self) -> AbstractContextManager[Store]:
         """One write transaction (``transaction``); a savepoint inside one already open."""
-        return transaction(self)
+        return _transaction(self)
 
     def atomic(self) -> AbstractContextManager[object]:
         """A transaction of its own, or a part of the caller's when one is open (``atomic``)."""
-        return atomic(self)
+        return nullcontext() if self.in_transaction else _transaction(self)
 
     def snapshot(self) -> AbstractContextManager[Store]:
         """A read transaction: every read in the block sees one state of the store."""
-        return snapshot(self)
+        return _snapshot(self)
 
 
 _Conn = TypeVar("_Conn", bound=sqlite3.Connection)
+# A store on either engine (``PgStore``: postgres.py), for the functions below that take both.
+_AnyConn = TypeVar("_AnyConn", bound="AnyStore")
 
 
 def connect(path: Path | str) -> Store:
-    """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``)."""
+    """A connection with prefctl's pragmas. Transactions are explicit (see ``transaction``).
+
+    (``store.db.connect`` also takes a ``postgresql://`` URL: this one is SQLite's.)"""
     try:
         conn = sqlite3.connect(
             str(path),
@@ -225,6 +236,10 @@ def store_error(exc: BaseException) -> PrefctlError | None:
     if isinstance(exc, StoreError):
         return exc
     if not isinstance(exc, sqlite3.Error):  # a full disk's OSError is not the store's own
+        if "psycopg" in sys.modules:  # a PostgreSQL store is open in this process
+            from prefctl.store.postgres import pg_store_error
+
+            return pg_store_error(exc)
         return None
     reason = str(exc)
     if is_damaged(exc):
@@ -286,14 +301,21 @@ def in_use(path: Path | str) -> AbstractContextManager[None]:
     )
 
 
-@contextmanager
-def transaction(conn: _Conn) -> Iterator[_Conn]:
+def transaction(conn: _AnyConn) -> AbstractContextManager[_AnyConn]:
     """One write transaction: committed when the block ends, rolled back if it raises.
 
     Inside a transaction already open it is a savepoint: if the block raises, its changes alone
     are undone and the outer transaction goes on; otherwise they commit with it (the emulator's
-    group commit runs several writes in one transaction this way).
+    group commit runs several writes in one transaction this way). ``conn.transaction()`` says
+    the same; this form also takes a plain ``sqlite3.Connection``.
     """
+    if conn.dialect == "postgresql":
+        return conn.transaction()  # type: ignore[return-value]
+    return _transaction(conn)  # type: ignore[type-var]
+
+
+@contextmanager
+def _transaction(conn: _Conn) -> Iterator[_Conn]:
     if conn.in_transaction:
         with _savepoint(conn):
             yield conn
@@ -316,17 +338,23 @@ def transaction(conn: _Conn) -> Iterator[_Conn]:
         raise
 
 
-def atomic(conn: sqlite3.Connection) -> AbstractContextManager[object]:
+def atomic(conn: AnyStore) -> AbstractContextManager[object]:
     """A transaction of its own, or a part of the caller's when one is open (no savepoint:
     the caller's transaction is all or nothing already)."""
     return nullcontext() if conn.in_transaction else transaction(conn)
 
 
-@contextmanager
-def snapshot(conn: _Conn) -> Iterator[_Conn]:
+def snapshot(conn: _AnyConn) -> AbstractContextManager[_AnyConn]:
     """A read transaction: every read in the block sees the store as it was at the first one,
     whatever other connections commit meanwhile (they are not held up; with WAL, the log only
     keeps growing until the block ends). Inside an open transaction, that one's view is used."""
+    if conn.dialect == "postgresql":
+        return conn.snapshot()  # type: ignore[return-value]
+    return _snapshot(conn)  # type: ignore[type-var]
+
+
+@contextmanager
+def _snapshot(conn: _Conn) -> Iterator[_Conn]:
     if conn.in_transaction:
         yield conn
         return

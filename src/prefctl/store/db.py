@@ -11,12 +11,14 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
 
 from prefctl.config import paths
 from prefctl.errors import ConfigError, DiskFullError
 from prefctl.private_files import make_private_dir
+from prefctl.store import connection
 from prefctl.store.connection import (
     BUSY_TIMEOUT_MS,
     DAMAGED_HINT,
@@ -28,7 +30,6 @@ from prefctl.store.connection import (
     Store,
     StoreDamagedError,
     atomic,
-    connect,
     disk_full,
     in_use,
     is_busy,
@@ -38,6 +39,10 @@ from prefctl.store.connection import (
     store_error,
     transaction,
 )
+from prefctl.store.postgres import is_postgres_location
+
+if TYPE_CHECKING:
+    from prefctl.store import Store as AnyStore
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -64,23 +69,71 @@ __all__ = [
     "is_busy",
     "is_damaged",
     "is_disk_full",
+    "is_postgres_location",
     "open_store",
     "refuse_emptied",
     "require_store",
     "snapshot",
+    "sqlite_file",
     "store_error",
     "transaction",
 ]
 
 
+def sqlite_file(location: Path | str) -> Path | str:
+    """The SQLite file a location that is not a PostgreSQL URL names (``sqlite:PATH`` → PATH)."""
+    return _sqlite_path(location)
+
+
+def _sqlite_path(location: Path | str) -> Path | str:
+    # ``sqlite:PATH`` (or ``sqlite://PATH``) names the same file as PATH.
+    if isinstance(location, str) and location.startswith("sqlite:"):
+        rest = location.removeprefix("sqlite:")
+        return rest.removeprefix("//") if rest.startswith("///") else rest
+    return location
+
+
+@overload
+def connect(location: Path) -> Store: ...
+@overload
+def connect(location: str) -> AnyStore: ...
+def connect(location: Path | str) -> AnyStore:
+    """A connection to the store at ``location``: a SQLite file (a path, or ``sqlite:PATH``),
+    or a PostgreSQL database (``postgresql://USER@HOST:PORT/DB``, a ``PgStore``). Not migrated:
+    ``open_store`` migrates."""
+    if is_postgres_location(location):
+        from prefctl.store.postgres import connect_postgres
+
+        return connect_postgres(str(location))
+    return connection.connect(_sqlite_path(location))
+
+
+@overload
+def open_store(location: Path) -> AbstractContextManager[Store]: ...
+@overload
+def open_store(location: str) -> AbstractContextManager[AnyStore]: ...
+def open_store(location: Path | str) -> AbstractContextManager[AnyStore]:
+    """Open (creating if needed) and migrate the store at ``location`` (a SQLite path, or a
+    ``postgresql://`` URL: see ``connect``); closed when the block ends."""
+    return _open_store(location)
+
+
 @contextmanager
-def open_store(path: Path | str) -> Iterator[Store]:
-    """Open (creating if needed) and migrate the store at ``path``; closed when the block ends."""
+def _open_store(location: Path | str) -> Iterator[AnyStore]:
     from prefctl.store.migrations import migrate
 
+    if is_postgres_location(location):
+        store = connect(str(location))
+        try:
+            migrate(store)
+            yield store
+        finally:
+            store.close()
+        return
+    path = _sqlite_path(location)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with in_use(path):
-        conn = connect(path)
+        conn = connection.connect(path)
         try:
             try:
                 migrate(conn)
@@ -143,12 +196,13 @@ def refuse_emptied(path: Path) -> None:
 QUICK_CHECK_SECONDS = 5.0
 
 
-def check_integrity(
-    conn: sqlite3.Connection, path: Path, *, timeout: float = QUICK_CHECK_SECONDS
-) -> bool:
+def check_integrity(conn: AnyStore, path: Path, *, timeout: float = QUICK_CHECK_SECONDS) -> bool:
     """ConfigError (exit 2) naming ``path`` when SQLite's ``PRAGMA quick_check`` finds the store
     damaged. Bounded by ``timeout``: a store too large to check in that time is not checked
-    (returns False; True when it was checked and is sound)."""
+    (returns False; True when it was checked and is sound). A PostgreSQL store is the server's
+    to keep sound: not checked here (False)."""
+    if conn.dialect == "postgresql":
+        return False
     deadline = time.monotonic() + timeout
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
@@ -167,12 +221,12 @@ def check_integrity(
     return True
 
 
-def check_readable(conn: sqlite3.Connection) -> None:
+def check_readable(conn: AnyStore) -> None:
     """Read a row of the store, so that a store that cannot be read (damaged, gone, a full disk
     on the way) says so now: raises a StoreError, returns None when it reads."""
     try:
         conn.execute("SELECT 1 FROM accounts LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
+    except sqlite3.Error as exc:  # (a PostgreSQL store raises prefctl's errors itself)
         raise (store_error(exc) or exc) from exc
 
 
@@ -228,12 +282,12 @@ MAX_ROWS_PER_STATEMENT = 64
 
 
 def execute_rows(
-    conn: sqlite3.Connection,
+    conn: AnyStore,
     statement: Callable[[int], str],
     rows: Sequence[Sequence[object]],
     *,
     first: Sequence[object] = (),
-) -> list[sqlite3.Row]:
+) -> list[Any]:
     """Run a multi-row statement (``INSERT … VALUES (…), (…)``) over ``rows``; returns what its
     executions returned (``RETURNING``), in execution order.
 
@@ -242,14 +296,16 @@ def execute_rows(
     statement exist (cache ``statement`` so that sqlite3 reuses their prepared statements). A write
     of tens of rows costs about a third less than ``executemany``, which steps once per row.
     """
-    returned: list[sqlite3.Row] = []
+    returned: list[Any] = []
     start = 0
     while start < len(rows):
         size = min(MAX_ROWS_PER_STATEMENT, 1 << (len(rows) - start).bit_length() - 1)
         params = list(first)
         for row in rows[start : start + size]:
             params += row
-        returned += conn.execute(statement(size), params).fetchall()
+        cursor = conn.execute(statement(size), params)
+        if cursor.description is not None:  # rows to return (PostgreSQL's refuses to fetch none)
+            returned += cursor.fetchall()
         start += size
     return returned
 

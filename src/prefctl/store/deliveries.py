@@ -23,16 +23,20 @@ Inspection (listing, dead letters, the attempt timeline) lives in ``delivery_his
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
 
+from prefctl.store._dialect import any_of, is_postgres, notify_due, portable
 from prefctl.store.db import atomic, execute_rows
 from prefctl.store.timestamps import wire_time
 from prefctl.webhooks.envelope import build_event, encode
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
+    from prefctl.store.postgres import PgStore
 
 __all__ = [
     "FINAL_STATES",
@@ -169,16 +173,20 @@ class RecordOutcome:
     stale: list[int]
 
 
-def add_deliveries(
-    conn: sqlite3.Connection, deliveries: Iterable[NewDelivery], *, now: float | None
-) -> int:
+def add_deliveries(conn: Store, deliveries: Iterable[NewDelivery], *, now: float | None) -> int:
     """Create deliveries (queued, or held), in order; returns how many. A queued delivery's
     EventTime is ``now``, or with ``now`` None its event's own time (the simulator's load, whose
     events happen over a stretch of time, is written in one call)."""
     rows = [(d.event_rowid, d.subscription_id, d.held) for d in deliveries]
     # A profile write adds about 50 rows: a statement per row (executemany) or rows unpacked from
     # JSON in SQL cost more than the rows themselves.
-    execute_rows(conn, _insert_sql, rows, first=(now,))
+    if not is_postgres(conn):
+        execute_rows(conn, _insert_sql, rows, first=(now,))
+        return len(rows)
+    with atomic(conn):
+        execute_rows(conn, _insert_sql_postgres, rows, first=(now,))
+        if not all(held for _, _, held in rows):
+            notify_due(conn)
     return len(rows)
 
 
@@ -186,11 +194,32 @@ def add_deliveries(
 # subscription id (s) and held flag (h). Only these parameter numbers are formatted in.
 _AT = "IIF(?{h}, NULL, coalesce(?1, (SELECT original_event_time FROM events WHERE id = ?{e})))"
 _ROW = "(?{e}, ?{s}, IIF(?{h}, 'held', 'queued'), " + _AT + ", " + _AT + ")"
+# PostgreSQL has no IIF, and the flag binds as the integer 0 or 1 (see ``PgStore``).
+_AT_POSTGRES = (
+    "CASE WHEN ?{h} = 1 THEN NULL"
+    " ELSE coalesce(?1::double precision,"
+    " (SELECT original_event_time FROM events WHERE id = ?{e})) END"
+)
+_ROW_POSTGRES = (
+    "(?{e}, ?{s}, CASE WHEN ?{h} = 1 THEN 'held' ELSE 'queued' END, "
+    + _AT_POSTGRES
+    + ", "
+    + _AT_POSTGRES
+    + ")"
+)
 
 
 @functools.cache
 def _insert_sql(rows: int) -> str:
     values = ", ".join(_ROW.format(e=3 * i + 2, s=3 * i + 3, h=3 * i + 4) for i in range(rows))
+    return _INSERT + values
+
+
+@functools.cache
+def _insert_sql_postgres(rows: int) -> str:
+    values = ", ".join(
+        _ROW_POSTGRES.format(e=3 * i + 2, s=3 * i + 3, h=3 * i + 4) for i in range(rows)
+    )
     return _INSERT + values
 
 
@@ -248,10 +277,43 @@ RETURNING id, subscription_id,
 """
 _CLAIM_ALL = _CLAIM_SQL.format(account="")
 _CLAIM_ACCOUNT = _CLAIM_SQL.format(account="AND s.service_client_id = :account")
+# On PostgreSQL several dispatchers (on several machines) claim from one queue at once: the due
+# rows are locked as they are picked, and rows another claimer holds locked are stepped over
+# (SKIP LOCKED), so no two claimers ever wait on each other or lease the same row. The UPDATE
+# reads the subscription and the event by a join rather than a subquery per column.
+_CLAIM_POSTGRES = """
+WITH due AS (
+    SELECT d.id FROM deliveries d
+    JOIN subscriptions s ON s.id = d.subscription_id
+    WHERE d.state = 'queued' AND d.next_attempt_at <= :now
+      AND s.state = 'Active' {account}
+      AND (s.provisioning_state = 'Succeeded'
+           OR d.event_time <= :expired_before OR d.attempts >= :max_attempts)
+    ORDER BY d.next_attempt_at
+    LIMIT :limit
+    FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE deliveries d SET state = 'in_flight', lease_owner = :owner, lease_until = :until
+FROM due, subscriptions s, events e
+WHERE d.id = due.id AND s.id = d.subscription_id AND e.id = d.event_rowid
+RETURNING d.id, d.subscription_id, s.service_client_id, s.url, e.event_id, e.event_type,
+    e.entity, e.profile_id, e.original_event_time, d.event_time, d.attempts,
+    d.first_attempt_at, d.next_attempt_at, e.data::text, e.previous_data::text
+"""
+_CLAIM_ALL_POSTGRES = _CLAIM_POSTGRES.format(account="")
+_CLAIM_ACCOUNT_POSTGRES = _CLAIM_POSTGRES.format(account="AND s.service_client_id = :account")
+# Expired leases are taken back the same way: rows another claimer is taking back are skipped.
+_TAKE_BACK_POSTGRES = """
+UPDATE deliveries SET state = 'queued', lease_owner = NULL, lease_until = NULL
+WHERE id IN (
+    SELECT id FROM deliveries WHERE state = 'in_flight' AND lease_until <= ?
+    FOR UPDATE SKIP LOCKED
+)
+"""
 
 
 def claim_due(
-    conn: sqlite3.Connection,
+    conn: Store,
     now: float,
     limit: int,
     lease_seconds: float,
@@ -274,6 +336,10 @@ def claim_due(
     checked only at the next scheduled attempt"); the caller must not send them.
     """
     lease_until = now + lease_seconds
+    if conn.dialect == "postgresql":
+        return _claim_due_postgres(
+            conn, now, limit, lease_until, owner, account, expired_before, max_attempts
+        )
     with atomic(conn):
         # A write statement costs several reads: look before taking back (expiries are rare).
         expired = conn.execute(
@@ -312,6 +378,38 @@ def _claim_order(row: _ClaimRow) -> tuple[float, int]:
     return row[12], row[0]
 
 
+def _claim_due_postgres(
+    conn: PgStore,
+    now: float,
+    limit: int,
+    lease_until: float,
+    owner: str,
+    account: str | None,
+    expired_before: float | None,
+    max_attempts: int | None,
+) -> list[ClaimedDelivery]:
+    params = {
+        "owner": owner,
+        "until": lease_until,
+        "now": now,
+        "limit": limit,
+        "expired_before": expired_before,
+        "max_attempts": max_attempts,
+    }
+    with atomic(conn):
+        conn.execute(_TAKE_BACK_POSTGRES, (now,))
+        if account is None:
+            rows: list[_ClaimRow] = conn.execute(
+                _CLAIM_ALL_POSTGRES, params, tuples=True
+            ).fetchall()
+        else:
+            params["account"] = account
+            rows = conn.execute(_CLAIM_ACCOUNT_POSTGRES, params, tuples=True).fetchall()
+    claimed = [ClaimedDelivery(*row, lease_until=lease_until) for row in rows]
+    claimed.sort(key=lambda d: (d.next_attempt_at, d.delivery_id))
+    return claimed
+
+
 # A counted attempt sets the attempt fields; a skipped one or none leaves them as they were.
 # Each changes the row only if its result may (the claimer's lease still holds or, for a result
 # with no owner, the delivery is not final) and says so by returning its id.
@@ -344,7 +442,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
-def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) -> RecordOutcome:
+def record_results(conn: Store, results: Sequence[DeliveryResult]) -> RecordOutcome:
     """Record a batch of outcomes (one per delivery) in one transaction: new states and the
     attempt log.
 
@@ -359,6 +457,8 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
             raise ValueError(
                 f"delivery {result.delivery_id}: a queued result needs next_attempt_at"
             )
+    if conn.dialect == "postgresql":
+        return _record_results_postgres(conn, results, ids)
     applied: set[int] = set()
     with atomic(conn):
         cursor = conn.cursor()
@@ -398,11 +498,76 @@ def record_results(conn: sqlite3.Connection, results: Sequence[DeliveryResult]) 
     return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
 
 
-def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
-    rows = conn.execute(
-        "SELECT id FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(ids).decode(),),
-    )
+# PostgreSQL: the whole batch in one statement (a statement per result is a round trip per
+# result to the server). Each result's row of the arrays carries what its UPDATE would bind:
+# whether its attempt counts (1 or 0: flags bind as integers), and its owner (NULL: a result
+# that may change any pending row).
+_RECORD_POSTGRES = """
+UPDATE deliveries d SET state = r.state, attempts = r.attempts, next_attempt_at = r.next_at,
+    lease_owner = NULL, lease_until = NULL,
+    first_attempt_at = CASE WHEN r.counted = 1 THEN coalesce(d.first_attempt_at, r.started_at)
+                            ELSE d.first_attempt_at END,
+    last_attempt_at = CASE WHEN r.counted = 1 THEN r.last_at ELSE d.last_attempt_at END,
+    last_status = CASE WHEN r.counted = 1 THEN r.status ELSE d.last_status END,
+    last_error = CASE WHEN r.counted = 1 THEN r.error ELSE d.last_error END,
+    dead_letter_reason = r.reason, finished_at = r.finished
+FROM unnest(?::bigint[], ?::text[], ?::integer[], ?::double precision[], ?::integer[],
+            ?::double precision[], ?::double precision[], ?::integer[], ?::text[], ?::text[],
+            ?::double precision[], ?::text[])
+    AS r(id, state, attempts, next_at, counted, started_at, last_at, status, error, reason,
+         finished, owner)
+WHERE d.id = r.id AND CASE WHEN r.owner IS NULL
+    THEN d.state NOT IN ('delivered', 'dead_lettered')
+    ELSE d.state = 'in_flight' AND d.lease_owner = r.owner END
+RETURNING d.id
+"""
+
+
+def _record_results_postgres(
+    conn: PgStore, results: Sequence[DeliveryResult], ids: list[int]
+) -> RecordOutcome:
+    columns: list[list[Any]] = [[] for _ in range(12)]
+    for r in results:
+        final = r.state != "queued"
+        a = r.attempt
+        counted = a is not None and a.outcome != "skipped"
+        row = (
+            r.delivery_id,
+            r.state,
+            r.attempts,
+            None if final else r.next_attempt_at,
+            counted,
+            a.started_at if counted and a is not None else None,
+            (a.started_at if r.last_attempt_at is None else r.last_attempt_at)
+            if counted and a is not None
+            else None,
+            a.status if counted and a is not None else None,
+            a.error if counted and a is not None else None,
+            r.dead_letter_reason if r.state == "dead_lettered" else None,
+            r.at if final else None,
+            r.owner,
+        )
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    with atomic(conn):
+        applied = {int(row[0]) for row in conn.execute(_RECORD_POSTGRES, columns).fetchall()}
+        stale = [
+            r.delivery_id for r in results if r.attempt is not None and r.delivery_id not in applied
+        ]
+        exists = applied | _existing(conn, stale) if stale else applied
+        attempts = [
+            _attempt_row(r.delivery_id, a)
+            for r in results
+            if (a := r.attempt) is not None and r.delivery_id in exists
+        ]
+        if attempts:
+            conn.executemany(_RECORD_ATTEMPT, attempts)
+    return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
+
+
+def _existing(conn: Store, ids: list[int]) -> set[int]:
+    condition, param = any_of(conn, "id", ids)
+    rows = conn.execute(f"SELECT id FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return {row[0] for row in rows}
 
 
@@ -419,48 +584,58 @@ def _attempt_row(delivery_id: int, a: Attempt) -> tuple[Any, ...]:
     )
 
 
-def release_claims(conn: sqlite3.Connection, owner: str) -> int:
+def release_claims(conn: Store, owner: str) -> int:
     """Give back every lease ``owner`` holds (a clean shutdown), unchanged and due as before."""
     with atomic(conn):
         cursor = conn.execute(
-            "UPDATE deliveries INDEXED BY deliveries_leases"
-            " SET state = 'queued', lease_owner = NULL, lease_until = NULL"
-            " WHERE state = 'in_flight' AND lease_owner = ?",
+            portable(
+                conn,
+                "UPDATE deliveries INDEXED BY deliveries_leases"
+                " SET state = 'queued', lease_owner = NULL, lease_until = NULL"
+                " WHERE state = 'in_flight' AND lease_owner = ?",
+            ),
             (owner,),
         )
     return cursor.rowcount
 
 
-def hold_queued(conn: sqlite3.Connection, subscription_id: int) -> int:
+def hold_queued(conn: Store, subscription_id: int) -> int:
     """Pause with catch-up: queued deliveries wait as ``held`` (they get a new EventTime later)."""
     cursor = conn.execute(
-        "UPDATE deliveries INDEXED BY deliveries_due"
-        " SET state = 'held', event_time = NULL, next_attempt_at = NULL"
-        " WHERE subscription_id = ? AND state = 'queued'",
+        portable(
+            conn,
+            "UPDATE deliveries INDEXED BY deliveries_due"
+            " SET state = 'held', event_time = NULL, next_attempt_at = NULL"
+            " WHERE subscription_id = ? AND state = 'queued'",
+        ),
         (subscription_id,),
     )
     return cursor.rowcount
 
 
-def drop_pending(conn: sqlite3.Connection, subscription_id: int) -> int:
+def drop_pending(conn: Store, subscription_id: int) -> int:
     """Pause without catch-up: queued and held deliveries are dropped."""
     # One statement per state, so that each reads its partial index (schema 0008).
     queued = conn.execute(
-        "DELETE FROM deliveries INDEXED BY deliveries_due"
-        " WHERE subscription_id = ? AND state = 'queued'",
+        portable(
+            conn,
+            "DELETE FROM deliveries INDEXED BY deliveries_due"
+            " WHERE subscription_id = ? AND state = 'queued'",
+        ),
         (subscription_id,),
     )
     held = conn.execute(
-        "DELETE FROM deliveries INDEXED BY deliveries_held"
-        " WHERE subscription_id = ? AND state = 'held'",
+        portable(
+            conn,
+            "DELETE FROM deliveries INDEXED BY deliveries_held"
+            " WHERE subscription_id = ? AND state = 'held'",
+        ),
         (subscription_id,),
     )
     return queued.rowcount + held.rowcount
 
 
-def dead_letter_pending(
-    conn: sqlite3.Connection, subscription_id: int, *, reason: str, now: float
-) -> int:
+def dead_letter_pending(conn: Store, subscription_id: int, *, reason: str, now: float) -> int:
     """The subscription can no longer receive (its new Url failed validation): queued and held
     deliveries are dead-lettered at ``now`` with ``reason`` (a held one gets EventTime ``now``)."""
     cursor = conn.execute(
@@ -472,14 +647,20 @@ def dead_letter_pending(
     return cursor.rowcount
 
 
-def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) -> int:
+def release_held(conn: Store, subscription_id: int, *, now: float) -> int:
     """Resume: held deliveries are queued, due now, with EventTime ``now``."""
-    cursor = conn.execute(
-        "UPDATE deliveries INDEXED BY deliveries_held"
-        " SET state = 'queued', event_time = ?, next_attempt_at = ?"
-        " WHERE subscription_id = ? AND state = 'held'",
-        (now, now, subscription_id),
-    )
+    with atomic(conn):
+        cursor = conn.execute(
+            portable(
+                conn,
+                "UPDATE deliveries INDEXED BY deliveries_held"
+                " SET state = 'queued', event_time = ?, next_attempt_at = ?"
+                " WHERE subscription_id = ? AND state = 'held'",
+            ),
+            (now, now, subscription_id),
+        )
+        if cursor.rowcount:
+            notify_due(conn)
     return cursor.rowcount
 
 
@@ -487,7 +668,7 @@ def release_held(conn: sqlite3.Connection, subscription_id: int, *, now: float) 
 _REQUEUE_SQL = """
 UPDATE deliveries SET state = 'queued', attempts = 0, event_time = :now, next_attempt_at = :now,
     first_attempt_at = NULL, dead_letter_reason = NULL, finished_at = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('delivered', 'dead_lettered')
+WHERE {ids} AND state IN ('delivered', 'dead_lettered')
 """
 _ENQUEUE_SQL = """
 INSERT INTO deliveries (event_rowid, subscription_id, state, event_time, next_attempt_at)
@@ -495,24 +676,30 @@ VALUES (:event_rowid, :subscription_id, 'queued', :now, :now)
 ON CONFLICT (event_rowid, subscription_id) DO UPDATE SET
     state = 'queued', attempts = 0, event_time = :now, next_attempt_at = :now,
     first_attempt_at = NULL, dead_letter_reason = NULL, finished_at = NULL
-WHERE state IN ('delivered', 'dead_lettered')
+WHERE deliveries.state IN ('delivered', 'dead_lettered')
 RETURNING id
 """
 
 
-def requeue(conn: sqlite3.Connection, delivery_ids: Iterable[int], *, now: float) -> int:
+def requeue(conn: Store, delivery_ids: Iterable[int], *, now: float) -> int:
     """Redrive: delivered or dead-lettered deliveries start over (attempts 0, EventTime ``now``,
     due now); their attempt log is kept. Pending ones are left alone. Returns how many moved."""
-    ids = orjson.dumps(list(delivery_ids)).decode()
-    cursor = conn.execute(_REQUEUE_SQL, {"now": now, "ids": ids})
+    condition, ids = any_of(conn, "id", delivery_ids)
+    sql = _REQUEUE_SQL.format(ids=condition.replace("?", ":ids"))
+    with atomic(conn):
+        cursor = conn.execute(sql, {"now": now, "ids": ids})
+        if cursor.rowcount:
+            notify_due(conn)
     return cursor.rowcount
 
 
-def enqueue(conn: sqlite3.Connection, event_rowid: int, subscription_id: int, *, now: float) -> int:
+def enqueue(conn: Store, event_rowid: int, subscription_id: int, *, now: float) -> int:
     """Replay one event to one subscription: a new delivery, or a finished one started over; a
     pending one is left as it is. Returns the delivery id."""
     params = {"event_rowid": event_rowid, "subscription_id": subscription_id, "now": now}
     row = conn.execute(_ENQUEUE_SQL, params).fetchone()
+    if row is not None:
+        notify_due(conn)
     if row is None:
         row = conn.execute(
             "SELECT id FROM deliveries WHERE event_rowid = ? AND subscription_id = ?",

@@ -13,12 +13,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from prefctl.store._dialect import any_of
 from prefctl.store.deliveries import AttemptOutcome, DeliveryState
 from prefctl.store.timestamps import wire_time
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "AttemptRecord",
@@ -137,7 +139,7 @@ JOIN subscriptions s ON s.id = d.subscription_id
 
 
 def list_deliveries(
-    conn: sqlite3.Connection, query: DeliveryQuery, *, limit: int = 100, after_id: int = 0
+    conn: Store, query: DeliveryQuery, *, limit: int = 100, after_id: int = 0
 ) -> list[DeliveryRecord]:
     """Deliveries matching ``query`` in id order, from after ``after_id`` (for paging)."""
     where: list[str] = ["d.id > ?"]
@@ -152,8 +154,9 @@ def list_deliveries(
         where.append("d.subscription_id = ?")
         args.append(query.subscription_id)
     if query.event_ids:
-        where.append("e.event_id IN (SELECT value FROM json_each(?))")
-        args.append(orjson.dumps(list(query.event_ids)).decode())
+        condition, param = any_of(conn, "e.event_id", query.event_ids)
+        where.append(condition)
+        args.append(param)
     if query.reason is not None:
         where.append("d.dead_letter_reason = ?")
         args.append(query.reason)
@@ -171,31 +174,27 @@ def list_deliveries(
     return [_record(row) for row in conn.execute(sql, (*args, limit))]
 
 
-def get_delivery(conn: sqlite3.Connection, delivery_id: int) -> DeliveryRecord | None:
+def get_delivery(conn: Store, delivery_id: int) -> DeliveryRecord | None:
     row = conn.execute(f"{_SELECT} WHERE d.id = ?", (delivery_id,)).fetchone()
     return _record(row) if row else None
 
 
-def get_deliveries(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> list[DeliveryRecord]:
+def get_deliveries(conn: Store, delivery_ids: Iterable[int]) -> list[DeliveryRecord]:
     """The deliveries of ``delivery_ids`` that exist, in one query (in id order)."""
-    rows = conn.execute(
-        f"{_SELECT} WHERE d.id IN (SELECT value FROM json_each(?)) ORDER BY d.id",  # noqa: S608 (constant)
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "d.id", delivery_ids)
+    rows = conn.execute(f"{_SELECT} WHERE {condition} ORDER BY d.id", (param,))
     return [_record(row) for row in rows]
 
 
-def delivery_states(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> dict[int, str]:
+def delivery_states(conn: Store, delivery_ids: Iterable[int]) -> dict[int, str]:
     """Delivery id → state, for those of ``delivery_ids`` that exist (one light query: for
     polling many deliveries until they are final)."""
-    rows = conn.execute(
-        "SELECT id, state FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "id", delivery_ids)
+    rows = conn.execute(f"SELECT id, state FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return {int(row[0]): str(row[1]) for row in rows}
 
 
-def list_attempts(conn: sqlite3.Connection, delivery_id: int) -> list[AttemptRecord]:
+def list_attempts(conn: Store, delivery_id: int) -> list[AttemptRecord]:
     """The delivery's attempts in the order they were recorded."""
     rows = conn.execute(
         "SELECT attempt_number, started_at, finished_at, outcome, status, error, latency_ms"
@@ -205,12 +204,10 @@ def list_attempts(conn: sqlite3.Connection, delivery_id: int) -> list[AttemptRec
     return [AttemptRecord(*row) for row in rows]
 
 
-def delete_deliveries(conn: sqlite3.Connection, delivery_ids: Iterable[int]) -> int:
+def delete_deliveries(conn: Store, delivery_ids: Iterable[int]) -> int:
     """Remove deliveries and their attempt logs (``deadletters purge``); returns how many."""
-    cursor = conn.execute(
-        "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(list(delivery_ids)).decode(),),
-    )
+    condition, param = any_of(conn, "id", delivery_ids)
+    cursor = conn.execute(f"DELETE FROM deliveries WHERE {condition}", (param,))  # noqa: S608
     return cursor.rowcount
 
 

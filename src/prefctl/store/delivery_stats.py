@@ -11,9 +11,14 @@ the queue's own words (``state``, ``outcome``, ``dead_letter_reason``).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prefctl.store._dialect import is_postgres, portable
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "DeliveryCounts",
@@ -53,12 +58,12 @@ class TimelineRow:
     count: int
 
 
-def count_events(conn: sqlite3.Connection) -> int:
+def count_events(conn: Store) -> int:
     """How many events the store holds (every account)."""
     return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
 
 
-def delivery_counts(conn: sqlite3.Connection, subscription_id: int | None) -> DeliveryCounts:
+def delivery_counts(conn: Store, subscription_id: int | None) -> DeliveryCounts:
     """The counts of every delivery, or of ``subscription_id``'s alone."""
     where = "" if subscription_id is None else f" AND d.subscription_id = {int(subscription_id)}"
     states = dict(
@@ -99,47 +104,67 @@ def delivery_counts(conn: sqlite3.Connection, subscription_id: int | None) -> De
     return DeliveryCounts(states, final, reasons, outcomes, latencies)
 
 
-def timeline_counts(
-    conn: sqlite3.Connection, start: float, seconds: float
-) -> Iterator[TimelineRow]:
+_BUCKET = "CAST((AT - ?) / ? AS INTEGER)"
+# Each statement of ``timeline_counts`` with the column its bucket counts by.
+_TIMELINE = (
+    (
+        "original_event_time",
+        "SELECT CAST((AT - ?) / ? AS INTEGER) AS b, 'events', count(*) FROM events GROUP BY b",
+    ),
+    (
+        "started_at",
+        "SELECT CAST((AT - ?) / ? AS INTEGER) AS b, outcome, count(*) FROM delivery_attempts"
+        " WHERE outcome IN ('failed', 'timed_out', 'skipped') GROUP BY b, outcome",
+    ),
+    (
+        "finished_at",
+        "SELECT CAST((AT - ?) / ? AS INTEGER) AS b, state, count(*) FROM deliveries"
+        " WHERE state IN ('delivered', 'dead_lettered') GROUP BY b, state",
+    ),
+)
+
+
+def timeline_counts(conn: Store, start: float, seconds: float) -> Iterator[TimelineRow]:
     """What happened in each bucket of ``seconds`` from ``start``: events by their
     OriginalEventTime (kind ``events``); attempts that did not deliver, by when they were sent
     (kind: their outcome); deliveries by when they became final (kind: ``delivered`` or
     ``dead_lettered``; a delivered one by its first 200, so a duplicate 200 is not counted)."""
-    statements = (
-        "SELECT CAST((original_event_time - ?) / ? AS INTEGER) AS b, 'events', count(*)"
-        " FROM events GROUP BY b",
-        "SELECT CAST((started_at - ?) / ? AS INTEGER) AS b, outcome, count(*)"
-        " FROM delivery_attempts WHERE outcome IN ('failed', 'timed_out', 'skipped')"
-        " GROUP BY b, outcome",
-        "SELECT CAST((finished_at - ?) / ? AS INTEGER) AS b, state, count(*) FROM deliveries"
-        " WHERE state IN ('delivered', 'dead_lettered') GROUP BY b, state",
-    )
+    # The bucket is the quotient truncated toward zero: SQLite's CAST truncates, PostgreSQL's
+    # rounds, so there it truncates first.
+    bucket = "CAST(trunc((AT - ?) / ?) AS INTEGER)" if is_postgres(conn) else _BUCKET
+    statements = [sql.replace(_BUCKET, bucket.replace("AT", at)) for at, sql in _TIMELINE]
     for sql in statements:
         for bucket, kind, count in conn.execute(sql, (start, seconds)):
             yield TimelineRow(int(bucket), str(kind), int(count))
 
 
-def next_due_at(conn: sqlite3.Connection) -> float | None:
+def next_due_at(conn: Store) -> float | None:
     """When the first queued delivery comes due (Unix seconds), None with none queued."""
     row = conn.execute(
-        "SELECT min(next_attempt_at) FROM deliveries INDEXED BY deliveries_due"
-        " WHERE state = 'queued'"
+        portable(
+            conn,
+            "SELECT min(next_attempt_at) FROM deliveries INDEXED BY deliveries_due"
+            " WHERE state = 'queued'",
+        )
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
 
-def has_unfinished(conn: sqlite3.Connection) -> bool:
+def has_unfinished(conn: Store) -> bool:
     """Whether a delivery is still queued or in flight."""
     row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_due WHERE state = 'queued')"
-        " OR EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_leases"
-        " WHERE state = 'in_flight')"
+        portable(
+            conn,
+            "SELECT EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_due"
+            " WHERE state = 'queued')"
+            " OR EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_leases"
+            " WHERE state = 'in_flight')",
+        )
     ).fetchone()
     return bool(row[0])
 
 
-def last_finished_at(conn: sqlite3.Connection) -> float | None:
+def last_finished_at(conn: Store) -> float | None:
     """When the last delivery became final (Unix seconds), None with none final."""
     row = conn.execute("SELECT max(finished_at) FROM deliveries").fetchone()
     return None if row[0] is None else float(row[0])

@@ -12,9 +12,14 @@ Functions do not open transactions unless they say so; the caller groups them.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
+
+from prefctl.store._dialect import portable
 
 __all__ = [
     "HealthRow",
@@ -55,7 +60,7 @@ class TlsRow:
     updated_at: float
 
 
-def load_health(conn: sqlite3.Connection, account: str | None = None) -> list[HealthRow]:
+def load_health(conn: Store, account: str | None = None) -> list[HealthRow]:
     """Every endpoint with a health row (of ``account`` when given)."""
     sql = (
         "SELECT service_client_id, url, consecutive_failures, on_probation,"
@@ -69,7 +74,7 @@ def load_health(conn: sqlite3.Connection, account: str | None = None) -> list[He
     return [HealthRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
 
 
-def save_health(conn: sqlite3.Connection, rows: Iterable[HealthRow], *, now: float) -> None:
+def save_health(conn: Store, rows: Iterable[HealthRow], *, now: float) -> None:
     """Insert or replace health rows."""
     conn.executemany(
         "INSERT INTO endpoint_health (service_client_id, url, consecutive_failures, on_probation,"
@@ -94,16 +99,14 @@ def save_health(conn: sqlite3.Connection, rows: Iterable[HealthRow], *, now: flo
     )
 
 
-def delete_health(conn: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> None:
+def delete_health(conn: Store, keys: Iterable[tuple[str, str]]) -> None:
     """Forget endpoints that are healthy again: ``(service_client_id, url)`` pairs."""
     conn.executemany(
         "DELETE FROM endpoint_health WHERE service_client_id = ? AND url = ?", list(keys)
     )
 
 
-def release_waiting(
-    conn: sqlite3.Connection, account: str, url: str, *, slot: float, now: float
-) -> int:
+def release_waiting(conn: Store, account: str, url: str, *, slot: float, now: float) -> int:
     """Make due now the queued deliveries to ``url`` that were put off to the probe slot ``slot``
     (a probation that ended early: they waited only for it). Returns how many."""
     # Skipped deliveries all carry exactly the slot's time; the millisecond window absorbs float
@@ -118,7 +121,7 @@ def release_waiting(
     return cursor.rowcount
 
 
-def due_exists(conn: sqlite3.Connection, now: float, account: str | None = None) -> bool:
+def due_exists(conn: Store, now: float, account: str | None = None) -> bool:
     """Whether a delivery is due at ``now`` that ``deliveries.claim_due`` would claim (queued,
     to an Active and Succeeded subscription, of ``account`` when given)."""
     sql = (
@@ -128,27 +131,30 @@ def due_exists(conn: sqlite3.Connection, now: float, account: str | None = None)
         " AND s.state = 'Active' AND s.provisioning_state = 'Succeeded'"
     )
     if account is None:
-        return conn.execute(sql + " LIMIT 1", (now,)).fetchone() is not None
+        return conn.execute(portable(conn, sql + " LIMIT 1"), (now,)).fetchone() is not None
     sql += " AND s.service_client_id = ? LIMIT 1"
-    return conn.execute(sql, (now, account)).fetchone() is not None
+    return conn.execute(portable(conn, sql), (now, account)).fetchone() is not None
 
 
-def lease_owners(conn: sqlite3.Connection) -> list[str]:
+def lease_owners(conn: Store) -> list[str]:
     """The distinct owners of ``in_flight`` deliveries."""
     rows = conn.execute(
-        "SELECT DISTINCT lease_owner FROM deliveries INDEXED BY deliveries_leases"
-        " WHERE state = 'in_flight' AND lease_until IS NOT NULL"
+        portable(
+            conn,
+            "SELECT DISTINCT lease_owner FROM deliveries INDEXED BY deliveries_leases"
+            " WHERE state = 'in_flight' AND lease_until IS NOT NULL",
+        )
     )
     return [row[0] for row in rows]
 
 
-def config_version(conn: sqlite3.Connection) -> int:
+def config_version(conn: Store) -> int:
     """A number that changes whenever an account, a webhook setting or a delivery TLS row does
     (triggers of migration 0005): what the dispatcher reads each cycle before re-reading them."""
     return int(conn.execute("SELECT version FROM dispatcher_config_version").fetchone()[0])
 
 
-def get_tls(conn: sqlite3.Connection, account: str) -> TlsRow | None:
+def get_tls(conn: Store, account: str) -> TlsRow | None:
     row = conn.execute(
         "SELECT service_client_id, client_cert_pem, client_key_pem, ca_pem, updated_at"
         " FROM dispatcher_tls WHERE service_client_id = ?",
@@ -157,7 +163,7 @@ def get_tls(conn: sqlite3.Connection, account: str) -> TlsRow | None:
     return TlsRow(*row) if row else None
 
 
-def put_tls(conn: sqlite3.Connection, row: TlsRow) -> None:
+def put_tls(conn: Store, row: TlsRow) -> None:
     """Install (replace) an account's delivery TLS settings."""
     conn.execute(
         "INSERT INTO dispatcher_tls (service_client_id, client_cert_pem, client_key_pem, ca_pem,"
@@ -174,7 +180,7 @@ def put_tls(conn: sqlite3.Connection, row: TlsRow) -> None:
     )
 
 
-def clear_tls(conn: sqlite3.Connection, account: str) -> bool:
+def clear_tls(conn: Store, account: str) -> bool:
     """Remove an account's delivery TLS settings; False when there were none."""
     cursor = conn.execute("DELETE FROM dispatcher_tls WHERE service_client_id = ?", (account,))
     return cursor.rowcount == 1

@@ -10,10 +10,9 @@ on the last 15 days only).
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,6 +20,9 @@ from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 from prefctl.store.connection import stored_json
 from prefctl.store.db import atomic
 from prefctl.store.timestamps import wire_time
+
+if TYPE_CHECKING:
+    from prefctl.store import Row, Store
 
 __all__ = [
     "RETENTION_DAYS",
@@ -121,14 +123,28 @@ _INSERT_SQL = (
 )
 
 
-def insert_events(conn: sqlite3.Connection, account: str, events: Iterable[NewEvent]) -> list[int]:
+def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list[int]:
     """Store events; returns their row ids (what deliveries point at), in order.
 
     The ids are the ones SQLite would choose (one above the largest), assigned here under the
     same write lock so that they need no reading back: looking them up by EventId cost more than
-    writing the events' three history indexes (bench/api.py)."""
+    writing the events' three history indexes (bench/api.py). PostgreSQL has no such lock (other
+    connections write at once): the ids are taken from the table's identity sequence there."""
+    events = list(events)
     with atomic(conn):
-        first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
+        ids: Sequence[int]
+        if conn.dialect == "postgresql":
+            ids = [
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT nextval(pg_get_serial_sequence('events', 'id'))"
+                    " FROM generate_series(1, ?)",
+                    (len(events),),
+                )
+            ]
+        else:
+            first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
+            ids = range(first, first + len(events))
         rows = [
             (
                 rowid,
@@ -142,9 +158,10 @@ def insert_events(conn: sqlite3.Connection, account: str, events: Iterable[NewEv
                 None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
                 orjson.dumps(list(event.filter_values)).decode(),
             )
-            for rowid, event in enumerate(events, first)
+            for rowid, event in zip(ids, events, strict=True)
         ]
-        conn.executemany(_INSERT_SQL, rows)
+        if rows:
+            conn.executemany(_INSERT_SQL, rows)
     return [row[0] for row in rows]
 
 
@@ -154,7 +171,7 @@ _COLUMNS = (
 )
 
 
-def get_event(conn: sqlite3.Connection, account: str, event_id: str) -> StoredEvent | None:
+def get_event(conn: Store, account: str, event_id: str) -> StoredEvent | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM events e WHERE e.event_id = ? AND e.service_client_id = ?",  # noqa: S608
         (event_id, account),
@@ -163,7 +180,7 @@ def get_event(conn: sqlite3.Connection, account: str, event_id: str) -> StoredEv
 
 
 def list_events(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     query: EventQuery,
     *,
@@ -213,9 +230,7 @@ def list_events(
     return EventPage(events, next_cursor)
 
 
-def purge_events(
-    conn: sqlite3.Connection, now: float, *, retention_days: int = RETENTION_DAYS
-) -> int:
+def purge_events(conn: Store, now: float, *, retention_days: int = RETENTION_DAYS) -> int:
     """Delete events older than ``retention_days`` with their deliveries; returns how many."""
     cutoff = now - retention_days * 86_400
     accounts = [row[0] for row in conn.execute("SELECT service_client_id FROM accounts")]
@@ -230,20 +245,19 @@ def purge_events(
     )
 
 
-def stored_rowid(conn: sqlite3.Connection, account: str, event: NewEvent) -> int | None:
+def stored_rowid(conn: Store, account: str, event: NewEvent) -> int | None:
     """The row id of ``event`` in ``account``: the stored one's, or the one it gets stored with
     now; None when its EventId is stored for another account (EventIds are unique across
     accounts). Run it in the caller's transaction."""
-    existing = get_event(conn, account, event.event_id)
-    if existing is not None:
-        return existing.rowid
-    try:
-        return insert_events(conn, account, [event])[0]
-    except sqlite3.IntegrityError:
-        return None
+    stored = conn.execute(
+        "SELECT id, service_client_id FROM events WHERE event_id = ?", (event.event_id,)
+    ).fetchone()
+    if stored is not None:
+        return int(stored[0]) if stored[1] == account else None
+    return insert_events(conn, account, [event])[0]
 
 
-def drop_history_indexes(conn: sqlite3.Connection) -> None:
+def drop_history_indexes(conn: Store) -> None:
     """Drop the indexes that only reading the event history uses, for a store whose events are
     never listed (the simulator's): every event written costs less. ``list_events`` still
     answers, by a scan."""
@@ -251,7 +265,7 @@ def drop_history_indexes(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP INDEX {index}")
 
 
-def _event(row: sqlite3.Row) -> StoredEvent:
+def _event(row: Row) -> StoredEvent:
     values = tuple(row)
     return StoredEvent(
         rowid=values[0],

@@ -29,19 +29,22 @@ one per step.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from prefctl.clock import Clock, FakeClock
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import profiles
+from prefctl.store._dialect import lock_account
 from prefctl.store.db import atomic, transaction
 from prefctl.store.timestamps import epoch, from_epoch, wire_time
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "BATCH_SIZE",
@@ -116,18 +119,18 @@ class ImportJob:
         return wire
 
 
-def initiate_import(conn: sqlite3.Connection, account: str, *, actor: str, now: float) -> ImportJob:
+def initiate_import(conn: Store, account: str, *, actor: str, now: float) -> ImportJob:
     """A new, empty import in state Initiated."""
     cursor = conn.execute(
         "INSERT INTO imports (service_client_id, state, created_at, created_by, modified_at)"
-        " VALUES (?, 'Initiated', ?, ?, ?)",
+        " VALUES (?, 'Initiated', ?, ?, ?) RETURNING id",
         (account, now, actor, now),
     )
-    return _require(conn, account, int(cursor.lastrowid or 0))
+    return _require(conn, account, int(cursor.fetchone()[0]))
 
 
 def stage_records(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     import_id: int,
     records: Sequence[Mapping[str, Any]],
@@ -135,6 +138,7 @@ def stage_records(
     now: float,
 ) -> ImportJob:
     """Add records to an Initiated or Staging import (state becomes Staging)."""
+    lock_account(conn, account)  # the state and the record count read, then written
     job = _require(conn, account, import_id)
     if job.state not in ("Initiated", "Staging"):
         raise UsageError(
@@ -152,10 +156,9 @@ def stage_records(
     return _require(conn, account, import_id)
 
 
-def queue_import(
-    conn: sqlite3.Connection, account: str, import_id: int, *, now: float
-) -> ImportJob:
+def queue_import(conn: Store, account: str, import_id: int, *, now: float) -> ImportJob:
     """Execute: a Staging import with records becomes Queued, for ``run_import`` to process."""
+    lock_account(conn, account)
     job = _require(conn, account, import_id)
     if job.state != "Staging":
         detail = "has no records" if job.state == "Initiated" else f"is already {job.state}"
@@ -167,7 +170,7 @@ def queue_import(
 
 
 def run_import(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     import_id: int,
     *,
@@ -194,7 +197,7 @@ def run_import(
 
 
 def run_import_step(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     import_id: int,
     *,
@@ -208,6 +211,7 @@ def run_import_step(
     seconds (by ``monotonic``) have passed, at least one. The import becomes Processing, and
     Completed when its last record is done. A finished import is returned as it is."""
     with atomic(conn):
+        lock_account(conn, account)  # one step of an import at a time
         job = _require(conn, account, import_id)
         if _finished(job):
             return job
@@ -260,9 +264,7 @@ def _finished(job: ImportJob) -> bool:
     return False
 
 
-def fail_import(
-    conn: sqlite3.Connection, account: str, import_id: int, *, error: str, now: float
-) -> ImportJob:
+def fail_import(conn: Store, account: str, import_id: int, *, error: str, now: float) -> ImportJob:
     """Mark an import that has not finished Failed with ``error`` (why it stopped); a finished
     one is returned as it is."""
     with atomic(conn):
@@ -281,7 +283,7 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def unfinished_imports(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+def unfinished_imports(conn: Store) -> list[tuple[str, int]]:
     """(account, ImportId) of every Queued or Processing import, oldest first: those a stop or
     a crash cut short."""
     rows = conn.execute(
@@ -303,7 +305,7 @@ class ImportStep:
     batch_size: int = BATCH_SIZE
     budget: float = STEP_SECONDS
 
-    def __call__(self, conn: sqlite3.Connection) -> ImportState:
+    def __call__(self, conn: Store) -> ImportState:
         job = run_import_step(
             conn,
             self.account,
@@ -316,7 +318,7 @@ class ImportStep:
 
 
 def get_import(
-    conn: sqlite3.Connection, account: str, import_id: int, *, error_limit: int = 100
+    conn: Store, account: str, import_id: int, *, error_limit: int = 100
 ) -> ImportJob | None:
     """The import with its first ``error_limit`` record errors, or None."""
     row = conn.execute(
@@ -348,9 +350,7 @@ def get_import(
     )
 
 
-def _import_record(
-    conn: sqlite3.Connection, account: str, record: Any, actor: str, clock: Clock
-) -> str:
+def _import_record(conn: Store, account: str, record: Any, actor: str, clock: Clock) -> str:
     """Upsert one record: ``created``, ``replaced``, or the error message."""
     from pydantic import ValidationError
 
@@ -381,7 +381,7 @@ def _import_record(
     return "replaced" if previous else "created"
 
 
-def _require(conn: sqlite3.Connection, account: str, import_id: int) -> ImportJob:
+def _require(conn: Store, account: str, import_id: int) -> ImportJob:
     job = get_import(conn, account, import_id, error_limit=0)
     if job is None:
         raise NotFoundError(f"import {import_id} not found")

@@ -18,11 +18,10 @@ only in its ``profile.deleted`` event (kept 15 days). Functions here do not open
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -30,6 +29,9 @@ from prefctl.clock import utc_timestamp
 from prefctl.errors import UsageError
 from prefctl.store._paging import decode_cursor, encode_cursor, take_page
 from prefctl.store.connection import stored_json
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -73,11 +75,12 @@ class ProfilePage:
     next_cursor: str | None
 
 
-def next_profile_id(conn: sqlite3.Connection, account: str) -> int:
+def next_profile_id(conn: Store, account: str) -> int:
     """Take the account's next ProfileId (1001, 1002, …); rolled back with the transaction."""
     row = conn.execute(
         "INSERT INTO profile_sequences (service_client_id, last_profile_id) VALUES (?, ?)"
-        " ON CONFLICT (service_client_id) DO UPDATE SET last_profile_id = last_profile_id + 1"
+        " ON CONFLICT (service_client_id)"
+        " DO UPDATE SET last_profile_id = profile_sequences.last_profile_id + 1"
         " RETURNING last_profile_id",
         (account, FIRST_PROFILE_ID),
     ).fetchone()
@@ -111,17 +114,24 @@ def prepare_profile(
     return profile
 
 
-def get_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> dict[str, Any] | None:
-    """The wire profile, or None when the account has no such profile."""
-    row = conn.execute(
-        "SELECT body FROM profiles WHERE service_client_id = ? AND profile_id = ?",
-        (account, profile_id),
-    ).fetchone()
+_GET_PROFILE = "SELECT body FROM profiles WHERE service_client_id = ? AND profile_id = ?"
+
+
+def get_profile(
+    conn: Store, account: str, profile_id: int, *, for_update: bool = False
+) -> dict[str, Any] | None:
+    """The wire profile, or None when the account has no such profile. ``for_update``: the
+    caller writes it next, in this transaction (on PostgreSQL its row is locked until then, so
+    two changes of one profile at once do not lose one; SQLite's write lock does that already)."""
+    sql = _GET_PROFILE
+    if for_update and conn.dialect == "postgresql":
+        sql = _GET_PROFILE + " FOR UPDATE"
+    row = conn.execute(sql, (account, profile_id)).fetchone()
     return _loads(row[0]) if row else None
 
 
 def save_profile(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     profile: Mapping[str, Any],
     *,
@@ -194,7 +204,7 @@ class _SearchKeys:
         return cls(frozenset(emails), frozenset(d for d in phones if d), frozenset(alternate_ids))
 
 
-def delete_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> bool:
+def delete_profile(conn: Store, account: str, profile_id: int) -> bool:
     """Remove the profile and its search keys; False when there was none."""
     cursor = conn.execute(
         "DELETE FROM profiles WHERE service_client_id = ? AND profile_id = ?", (account, profile_id)
@@ -203,7 +213,7 @@ def delete_profile(conn: sqlite3.Connection, account: str, profile_id: int) -> b
 
 
 def search_profiles(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     query: ProfileQuery,
     *,

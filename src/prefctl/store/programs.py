@@ -12,13 +12,15 @@ programs.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from prefctl.store.connection import stored_json
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = ["SEED_PROGRAMS", "add_programs", "list_programs", "seed_programs"]
 
@@ -69,9 +71,7 @@ SEED_PROGRAMS: tuple[dict[str, Any], ...] = (
 )
 
 
-def add_programs(
-    conn: sqlite3.Connection, account: str, programs: Iterable[Mapping[str, Any]]
-) -> int:
+def add_programs(conn: Store, account: str, programs: Iterable[Mapping[str, Any]]) -> int:
     """Store wire-shaped programs ``{ProgramId, Name, ProgramType, Filters, Channels}``."""
     rows = [
         (
@@ -92,7 +92,7 @@ def add_programs(
     return len(rows)
 
 
-def seed_programs(conn: sqlite3.Connection, account: str) -> int:
+def seed_programs(conn: Store, account: str) -> int:
     """Give ``account`` the seeded programs unless it has programs already; returns how many
     were added."""
     if conn.execute(
@@ -103,7 +103,7 @@ def seed_programs(conn: sqlite3.Connection, account: str) -> int:
 
 
 def list_programs(
-    conn: sqlite3.Connection, account: str, *, program_type: str | None = None
+    conn: Store, account: str, *, program_type: str | None = None
 ) -> list[dict[str, Any]]:
     """The account's programs in ProgramId order, as wire dicts; optionally of one type."""
     sql = "SELECT program_id, name, program_type, filters, channels FROM programs"

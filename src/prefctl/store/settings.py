@@ -11,11 +11,15 @@ The emulator's true/false switches (``SETTING_SWITCHES``) are kept as 0 or 1 and
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from prefctl.errors import UsageError
 from prefctl.models.setting_ranges import SETTING_NAMES, SETTING_RANGES, SETTING_SWITCHES
+from prefctl.store._dialect import lock_account
+
+if TYPE_CHECKING:
+    from prefctl.store import Store
 
 __all__ = [
     "default_settings",
@@ -32,7 +36,7 @@ def default_settings() -> dict[str, int]:
     return defaults | {name: switch.default for name, switch in SETTING_SWITCHES.items()}
 
 
-def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
+def get_settings(conn: Store, account: str) -> dict[str, int]:
     """Every setting of ``account``: stored values over the defaults."""
     settings = default_settings()
     rows = conn.execute(
@@ -46,7 +50,7 @@ def get_settings(conn: sqlite3.Connection, account: str) -> dict[str, int]:
     return settings
 
 
-def get_switch(conn: sqlite3.Connection, account: str, name: str) -> bool:
+def get_switch(conn: Store, account: str, name: str) -> bool:
     """One of the emulator's switches (``SETTING_SWITCHES``) of ``account``: one row read, for
     the paths that ask on every write."""
     row = conn.execute(
@@ -56,21 +60,19 @@ def get_switch(conn: sqlite3.Connection, account: str, name: str) -> bool:
     return SETTING_SWITCHES[name].default if row is None else bool(row[0])
 
 
-def put_settings(
-    conn: sqlite3.Connection, account: str, values: Mapping[str, int]
-) -> dict[str, int]:
+def put_settings(conn: Store, account: str, values: Mapping[str, int]) -> dict[str, int]:
     """Replace the settings (PUT): a setting left out goes back to its default."""
     return _write(conn, account, {**default_settings(), **values})
 
 
-def update_settings(
-    conn: sqlite3.Connection, account: str, changes: Mapping[str, int]
-) -> dict[str, int]:
-    """Change some settings and keep the others."""
+def update_settings(conn: Store, account: str, changes: Mapping[str, int]) -> dict[str, int]:
+    """Change some settings and keep the others (checked together: run it in a transaction,
+    which no other writer of the account's settings then interleaves)."""
+    lock_account(conn, account)
     return _write(conn, account, {**get_settings(conn, account), **changes})
 
 
-def _write(conn: sqlite3.Connection, account: str, settings: dict[str, int]) -> dict[str, int]:
+def _write(conn: Store, account: str, settings: dict[str, int]) -> dict[str, int]:
     problems = [f"unknown setting {name!r}" for name in settings if name not in SETTING_NAMES]
     problems += [
         f"{name} must be true or false"

@@ -28,18 +28,21 @@ Functions do not open transactions; the caller groups them.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.store import deliveries
+from prefctl.store._dialect import any_of, lock_account
 from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
+
+if TYPE_CHECKING:
+    from prefctl.store import Row, Store
 
 __all__ = [
     "Conflict",
@@ -177,7 +180,7 @@ class FanoutTarget:
 
 
 def find_conflict(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     url: str,
     event_types: Iterable[str],
@@ -186,38 +189,41 @@ def find_conflict(
 ) -> Conflict | None:
     """The first subscription of ``account`` (other than ``exclude_id``) that already sends one
     of ``event_types`` to ``url``, or None."""
-    row = conn.execute(
-        "SELECT t.subscription_id, s.name, t.url, t.event_type FROM subscription_event_types t"
-        " JOIN subscriptions s ON s.id = t.subscription_id"
-        " WHERE t.service_client_id = ? AND t.url = ? AND t.subscription_id IS NOT ?"
-        " AND t.event_type IN (SELECT value FROM json_each(?)) ORDER BY t.event_type LIMIT 1",
-        (account, url, exclude_id, orjson.dumps(list(event_types)).decode()),
-    ).fetchone()
+    types, listed = any_of(conn, "t.event_type", event_types)
+    # SQLite's null-safe "is not" is PostgreSQL's IS DISTINCT FROM.
+    distinct = "IS DISTINCT FROM" if conn.dialect == "postgresql" else "IS NOT"
+    sql = (
+        "SELECT t.subscription_id, s.name, t.url, t.event_type"  # noqa: S608 (no input in it)
+        " FROM subscription_event_types t JOIN subscriptions s ON s.id = t.subscription_id"
+        f" WHERE t.service_client_id = ? AND t.url = ? AND t.subscription_id {distinct} ?"
+        f" AND {types} ORDER BY t.event_type LIMIT 1"
+    )
+    row = conn.execute(sql, (account, url, exclude_id, listed)).fetchone()
     return Conflict(*row) if row else None
 
 
 def create_subscription(
-    conn: sqlite3.Connection, account: str, body: Mapping[str, Any], *, actor: str, now: float
+    conn: Store, account: str, body: Mapping[str, Any], *, actor: str, now: float
 ) -> SubscriptionRecord:
     """Store a new subscription in ProvisioningState Creating (the handshake comes next)."""
     fields = _fields(body)
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     _check_conflict(conn, account, fields["url"], fields["selections"], None)
     cursor = conn.execute(
         "INSERT INTO subscriptions (service_client_id, name, description, url, state,"
         " catch_up_on_resume, provisioning_state, selections, alerts_enabled, alert_recipients,"
         " created_at, created_by, modified_at, modified_by)"
         " VALUES (:account, :name, :description, :url, :state, :catch_up, 'Creating',"
-        " :selections, :alerts_enabled, :alert_recipients, :now, :actor, :now, :actor)",
+        " :selections, :alerts_enabled, :alert_recipients, :now, :actor, :now, :actor)"
+        " RETURNING id",
         {**fields, "account": account, "now": now, "actor": actor},
     )
-    subscription_id = int(cursor.lastrowid or 0)
+    subscription_id = int(cursor.fetchone()[0])
     _index_event_types(conn, account, subscription_id, fields["url"], fields["selections"])
     return _require(conn, account, subscription_id)
 
 
-def get_subscription(
-    conn: sqlite3.Connection, account: str, subscription_id: int
-) -> SubscriptionRecord | None:
+def get_subscription(conn: Store, account: str, subscription_id: int) -> SubscriptionRecord | None:
     row = conn.execute(
         "SELECT * FROM subscriptions WHERE id = ? AND service_client_id = ? AND deleted_at IS NULL",
         (subscription_id, account),
@@ -225,7 +231,7 @@ def get_subscription(
     return _record(row) if row else None
 
 
-def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> SubscriptionRecord | None:
+def find_by_name(conn: Store, account: str, name: str) -> SubscriptionRecord | None:
     """The subscription of ``account`` named exactly ``name`` (case-sensitive; the lowest Id if
     an older store holds several), or None."""
     row = conn.execute(
@@ -236,7 +242,7 @@ def find_by_name(conn: sqlite3.Connection, account: str, name: str) -> Subscript
     return _record(row) if row else None
 
 
-def id_of(conn: sqlite3.Connection, ref: str) -> int:
+def id_of(conn: Store, ref: str) -> int:
     """The Id of the subscription ``ref`` names: an Id as it is, else a Name of any account
     (live before deleted, the lowest Id first); NotFoundError, with a near name, when none."""
     ref = ref.strip()
@@ -257,7 +263,7 @@ def id_of(conn: sqlite3.Connection, ref: str) -> int:
     )
 
 
-def list_subscriptions(conn: sqlite3.Connection, account: str) -> list[SubscriptionRecord]:
+def list_subscriptions(conn: Store, account: str) -> list[SubscriptionRecord]:
     rows = conn.execute(
         "SELECT * FROM subscriptions WHERE service_client_id = ? AND deleted_at IS NULL"
         " ORDER BY id",
@@ -267,7 +273,7 @@ def list_subscriptions(conn: sqlite3.Connection, account: str) -> list[Subscript
 
 
 def replace_subscription(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     body: Mapping[str, Any],
@@ -277,6 +283,7 @@ def replace_subscription(
 ) -> tuple[SubscriptionRecord, bool] | None:
     """PUT: replace every field. Returns the record and whether the Url changed (then the
     handshake must run again), or None when there is no such subscription."""
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     current = get_subscription(conn, account, subscription_id)
     if current is None:
         return None
@@ -306,7 +313,7 @@ def replace_subscription(
 
 
 def set_state(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     state: State,
@@ -335,7 +342,7 @@ def set_state(
 
 
 def set_alerts(
-    conn: sqlite3.Connection,
+    conn: Store,
     account: str,
     subscription_id: int,
     *,
@@ -355,7 +362,7 @@ def set_alerts(
 
 
 def delete_subscription(
-    conn: sqlite3.Connection, account: str, subscription_id: int, *, now: float | None = None
+    conn: Store, account: str, subscription_id: int, *, now: float | None = None
 ) -> bool:
     """Delete the subscription (see the module docstring); False when there was none.
 
@@ -381,20 +388,20 @@ def delete_subscription(
     return True
 
 
-def deleted_among(conn: sqlite3.Connection, subscription_ids: Iterable[int]) -> set[int]:
+def deleted_among(conn: Store, subscription_ids: Iterable[int]) -> set[int]:
     """The deleted subscriptions (tombstones) among ``subscription_ids``, in any account."""
     ids = list(dict.fromkeys(subscription_ids))
     if not ids:
         return set()
+    among, listed = any_of(conn, "id", ids)
     rows = conn.execute(
-        "SELECT id FROM subscriptions WHERE deleted_at IS NOT NULL"
-        " AND id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(ids).decode(),),
+        f"SELECT id FROM subscriptions WHERE deleted_at IS NOT NULL AND {among}",  # noqa: S608
+        (listed,),
     )
     return {int(row[0]) for row in rows}
 
 
-def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]:
+def fanout_targets(conn: Store, account: str) -> list[FanoutTarget]:
     """Subscriptions that take new events: Succeeded and Active (queued), or Succeeded, Paused
     and catching up (held). Paused without catch-up takes nothing. A subscription validating a
     new Url after it had succeeded counts as Succeeded: its events wait for the handshake."""
@@ -410,7 +417,7 @@ def fanout_targets(conn: sqlite3.Connection, account: str) -> list[FanoutTarget]
     return [FanoutTarget(row[0], row[1], row[2] == "Paused") for row in rows]
 
 
-def alerting_account(conn: sqlite3.Connection, subscription_id: int) -> str | None:
+def alerting_account(conn: Store, subscription_id: int) -> str | None:
     """The subscription's account when its alerts are enabled, else None."""
     row = conn.execute(
         "SELECT service_client_id FROM subscriptions WHERE id = ? AND alerts_enabled = 1",
@@ -419,7 +426,7 @@ def alerting_account(conn: sqlite3.Connection, subscription_id: int) -> str | No
     return None if row is None else str(row[0])
 
 
-def subscriptions_version(conn: sqlite3.Connection) -> int:
+def subscriptions_version(conn: Store) -> int:
     """A number that changes whenever any subscription does (triggers of migration 0007): what
     the profile write path reads before re-reading ``fanout_targets``."""
     return int(conn.execute("SELECT version FROM subscriptions_version").fetchone()[0])
@@ -427,7 +434,7 @@ def subscriptions_version(conn: sqlite3.Connection) -> int:
 
 # -- handshake bookkeeping --------------------------------------------------------------------------
 def start_validation(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     *,
     validation_code: str,
@@ -443,9 +450,7 @@ def start_validation(
     )
 
 
-def record_handshake_attempt(
-    conn: sqlite3.Connection, subscription_id: int, *, error: str | None
-) -> int:
+def record_handshake_attempt(conn: Store, subscription_id: int, *, error: str | None) -> int:
     """Count one handshake attempt and what went wrong (None: it worked); returns the count."""
     row = conn.execute(
         "UPDATE subscriptions SET handshake_attempts = handshake_attempts + 1,"
@@ -456,7 +461,7 @@ def record_handshake_attempt(
 
 
 def set_provisioning_state(
-    conn: sqlite3.Connection,
+    conn: Store,
     subscription_id: int,
     state: ProvisioningState,
     *,
@@ -472,13 +477,13 @@ def set_provisioning_state(
     conn.execute(
         "UPDATE subscriptions SET provisioning_state = ?,"
         " provisioned_at = CASE WHEN ? = 'Succeeded' THEN ? ELSE provisioned_at END,"
-        " validation_token = CASE WHEN ? THEN NULL ELSE validation_token END,"
+        " validation_token = CASE WHEN ? = 1 THEN NULL ELSE validation_token END,"
         " handshake_error = coalesce(?, handshake_error) WHERE id = ?",
         (state, state, now, ended, error, subscription_id),
     )
 
 
-def find_by_validation_token(conn: sqlite3.Connection, token: str) -> SubscriptionRecord | None:
+def find_by_validation_token(conn: Store, token: str) -> SubscriptionRecord | None:
     """The subscription whose handshake issued ``token`` (any account; the URL has no auth).
     The caller compares ``handshake.validation_expires_at`` with its clock."""
     row = conn.execute(
@@ -507,7 +512,7 @@ def _event_types(selections_json: str) -> list[str]:
 
 
 def _check_conflict(
-    conn: sqlite3.Connection, account: str, url: str, selections_json: str, own_id: int | None
+    conn: Store, account: str, url: str, selections_json: str, own_id: int | None
 ) -> None:
     conflict = find_conflict(conn, account, url, _event_types(selections_json), exclude_id=own_id)
     if conflict is not None:
@@ -515,7 +520,7 @@ def _check_conflict(
 
 
 def _index_event_types(
-    conn: sqlite3.Connection, account: str, subscription_id: int, url: str, selections_json: str
+    conn: Store, account: str, subscription_id: int, url: str, selections_json: str
 ) -> None:
     conn.executemany(
         "INSERT INTO subscription_event_types (service_client_id, url, event_type,"
@@ -524,14 +529,14 @@ def _index_event_types(
     )
 
 
-def _require(conn: sqlite3.Connection, account: str, subscription_id: int) -> SubscriptionRecord:
+def _require(conn: Store, account: str, subscription_id: int) -> SubscriptionRecord:
     record = get_subscription(conn, account, subscription_id)
     if record is None:
         raise NotFoundError(f"subscription {subscription_id} not found")
     return record
 
 
-def _record(row: sqlite3.Row) -> SubscriptionRecord:
+def _record(row: Row) -> SubscriptionRecord:
     return SubscriptionRecord(
         id=row["id"],
         service_client_id=row["service_client_id"],
