@@ -82,6 +82,7 @@ from prefctl.store.deliveries import (
     claim_due,
     record_results,
     release_claims,
+    release_orphans,
 )
 from prefctl.store.delivery_history import get_delivery
 from prefctl.store.timestamps import epoch, wire_time
@@ -224,6 +225,17 @@ class Engine:
             await self.close()
         return self.totals
 
+    async def _release_orphans(self) -> None:
+        """After a reconnection: a claim whose commit the engine never heard of (the connection
+        broke) leased deliveries it will never send; give them back now rather than when their
+        leases expire."""
+        if self._owner is None or self._inflight is None:
+            return
+        keep = self._inflight.leased() | {done.delivery_id for _, done in self._carried}
+        released = await self._in_store(release_orphans, self.conn, f"{self._owner.base}:", keep)
+        if released:
+            log.info("gave back %d deliveries claimed as the connection broke", released)
+
     async def _sweep(self) -> None:
         """Every ``SWEEP_SECONDS``, give back the leases of dead dispatchers on this host (a
         dispatcher beside this one was killed): they are retried now, not when they expire."""
@@ -271,6 +283,7 @@ class Engine:
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
                 continue
             log.warning("reconnected to the store")
+            await self._release_orphans()
             return True
         return False
 
