@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from prefctl.store import Store, subscriptions
 from prefctl.store.accounts import Account, add_account
+from prefctl.store.connection import Store as SqliteStore
 from prefctl.store.db import connect, transaction
 from prefctl.store.migrations import migrate
 
@@ -15,9 +18,10 @@ ACCOUNT = "DEMO_CORP"
 OTHER_ACCOUNT = "OTHER_CORP"
 
 
-def open_service_store(path: Path) -> Store:
-    """A migrated store at ``path`` with the accounts DEMO_CORP and OTHER_CORP."""
-    conn = connect(path)
+def open_service_store(path: Path | str) -> Store:
+    """A migrated store at ``path`` (a SQLite file, or a PostgreSQL URL: the fixture
+    ``store_location``) with the accounts DEMO_CORP and OTHER_CORP."""
+    conn = connect(str(path))
     migrate(conn)
     with transaction(conn):
         for account in (ACCOUNT, OTHER_ACCOUNT):
@@ -30,6 +34,14 @@ def open_service_store(path: Path) -> Store:
                     created_at=1_767_225_600.0,  # 2026-01-01T00:00:00Z
                 ),
             )
+    return conn
+
+
+def sqlite_only(conn: Store, what: str) -> SqliteStore:
+    """``conn`` as the SQLite store it is; the test is skipped on another backend (it checks
+    ``what``, which only SQLite has)."""
+    if not isinstance(conn, SqliteStore):
+        pytest.skip(f"SQLite only: {what}")
     return conn
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ T0 = 1_767_225_600.0
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
@@ -139,10 +138,20 @@ def test_interrupted_import_resumes_after_the_last_batch(conn: Store, clock: Fak
 
 def test_import_that_cannot_write_fails_with_the_reason(conn: Store, clock: FakeClock) -> None:
     import_id = _staged(conn, [{}, {}, {}])
-    conn.execute(
-        "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
-        " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
-    )
+    if conn.dialect == "postgresql":
+        conn.execute(
+            "CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER full_disk BEFORE INSERT ON profiles FOR EACH ROW"
+            " WHEN (NEW.profile_id > 1001) EXECUTE FUNCTION full_disk()"
+        )
+    else:
+        conn.execute(
+            "CREATE TEMP TRIGGER full_disk BEFORE INSERT ON profiles WHEN NEW.profile_id > 1001"
+            " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
     with pytest.raises(StoreError, match="disk full"):
         imports.run_import(conn, ACCOUNT, import_id, clock=clock, batch_size=1)
     job = _status(conn, import_id)

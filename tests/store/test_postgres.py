@@ -5,11 +5,13 @@ cannot be reached, a refused password, placeholders translated)."""
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
-from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, UnreachableError
+from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
 from prefctl.store.db import connect, open_store
 from prefctl.store.errors import StoreBusyError, StoreError
 from prefctl.store.migrations import bundled_migrations
@@ -168,3 +170,23 @@ def test_postgres_percent_in_a_literal_and_a_parameter_round_trips(postgres_url:
 def test_redacted_url_drops_the_password() -> None:
     assert redacted("postgresql://me:pw@db:5432/x") == "postgresql://me@db:5432/x"
     assert redacted("postgresql://db/x") == "postgresql://db/x"
+
+
+def test_postgres_store_without_the_driver_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with pytest.raises(ConfigError) as caught:
+        connect("postgresql://me:pw@db.example/prefctl")
+    assert "prefctl[postgres]" in str(caught.value.hint)
+    assert "pw" not in str(caught.value)
+
+
+def test_sqlite_location_with_a_scheme_names_the_same_file(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with open_store(f"sqlite:{path}") as store:
+        store.execute(
+            "INSERT INTO signing_keys (kid, private_key_pem, created_at) VALUES ('k', 'p', 1)"
+        )
+    with open_store(path) as store:
+        assert store.execute("SELECT kid FROM signing_keys").fetchone()[0] == "k"

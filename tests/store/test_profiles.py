@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,17 +10,16 @@ import pytest
 from prefctl.errors import UsageError
 from prefctl.store import Store, events, profiles
 from prefctl.store._paging import PAGE_BYTES
-from prefctl.store.connection import Store as SqliteStore
 from prefctl.store.db import transaction
 from prefctl.store.profiles import ProfileQuery, search_profiles
-from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store
+from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_store, sqlite_only
 
 NOW = datetime(2026, 11, 21, 19, 20, 30, 123000, tzinfo=UTC)
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 
@@ -158,11 +156,12 @@ def test_search_without_criteria_lists_every_profile_in_id_order(conn: Store) ->
     assert second.next_cursor is None
 
 
-def test_search_reads_through_indexes_not_table_scans(conn: SqliteStore) -> None:
+def test_search_reads_through_indexes_not_table_scans(conn: Store) -> None:
+    sqlite = sqlite_only(conn, "its query plan")
     traced: list[str] = []
-    conn.set_trace_callback(traced.append)
+    sqlite.set_trace_callback(traced.append)
     search_profiles(conn, ACCOUNT, ProfileQuery(email="a@x.io", phone="1555", alternate_id="X"))
-    conn.set_trace_callback(None)
+    sqlite.set_trace_callback(None)
     plan = " | ".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {traced[-1]}"))
     assert "SCAN" not in plan
     assert "SEARCH k USING PRIMARY KEY" in plan

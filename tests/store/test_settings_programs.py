@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,8 @@ from tests.store.service_helpers import ACCOUNT, OTHER_ACCOUNT, open_service_sto
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 

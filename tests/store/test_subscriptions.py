@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +23,8 @@ CREATED = {"Entity": "Profile", "EventType": "profile.created"}
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[Store]:
-    conn = open_service_store(tmp_path / "store.db")
+def conn(store_location: str) -> Iterator[Store]:
+    conn = open_service_store(store_location)
     yield conn
     conn.close()
 

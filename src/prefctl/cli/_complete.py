@@ -55,9 +55,14 @@ def _matching(values: list[str], incomplete: str) -> list[str]:
     return [value for value in values if value.startswith(incomplete)]
 
 
-def _store(ctx: Any) -> Path:
-    """The store a command acts on: its ``--store`` when typed, else the emulator's."""
+def _store(ctx: Any) -> Path | str:
+    """The store a command acts on: its ``--store`` when typed (a path, or a PostgreSQL URL as
+    it is), else the emulator's."""
+    from prefctl.store.postgres import is_postgres_location
+
     chosen = getattr(ctx, "params", {}).get("store")
+    if is_postgres_location(chosen):
+        return str(chosen)
     if chosen:
         return Path(chosen).expanduser()
     from prefctl.config.paths import resolve_data_dir, store_path

@@ -251,8 +251,11 @@ def _user(conn: Store, row: sqlite3.Row) -> User:
 # -- the credentials of profile 'local' ------------------------------------------------------------
 def save_local_credentials(conn: Store, creds: LocalCredentials) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO local_credentials"
-        " (singleton, service_client_id, user_id, client_id, client_secret) VALUES (1, ?, ?, ?, ?)",
+        "INSERT INTO local_credentials"
+        " (singleton, service_client_id, user_id, client_id, client_secret) VALUES (1, ?, ?, ?, ?)"
+        " ON CONFLICT (singleton) DO UPDATE SET service_client_id = excluded.service_client_id,"
+        " user_id = excluded.user_id, client_id = excluded.client_id,"
+        " client_secret = excluded.client_secret",
         (creds.service_client_id, creds.user_id, creds.client_id, creds.client_secret),
     )
 

@@ -39,6 +39,7 @@ from prefctl.store.connection import (
     store_error,
     transaction,
 )
+from prefctl.store.postgres import is_postgres_location
 
 if TYPE_CHECKING:
     from prefctl.store import Store as AnyStore
@@ -77,12 +78,6 @@ __all__ = [
     "store_error",
     "transaction",
 ]
-
-
-def is_postgres_location(location: object) -> bool:
-    """Whether ``location`` (a --store value) names a PostgreSQL database (``postgresql://…``
-    or ``postgres://…``) rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 def sqlite_file(location: Path | str) -> Path | str:

@@ -11,7 +11,7 @@ on the last 15 days only).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,9 +129,23 @@ def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list
 
     The ids are the ones SQLite would choose (one above the largest), assigned here under the
     same write lock so that they need no reading back: looking them up by EventId cost more than
-    writing the events' three history indexes (bench/api.py)."""
+    writing the events' three history indexes (bench/api.py). PostgreSQL has no such lock (other
+    connections write at once): the ids are taken from the table's identity sequence there."""
+    events = list(events)
     with atomic(conn):
-        first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
+        ids: Sequence[int]
+        if conn.dialect == "postgresql":
+            ids = [
+                int(row[0])
+                for row in conn.execute(
+                    "SELECT nextval(pg_get_serial_sequence('events', 'id'))"
+                    " FROM generate_series(1, ?)",
+                    (len(events),),
+                )
+            ]
+        else:
+            first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
+            ids = range(first, first + len(events))
         rows = [
             (
                 rowid,
@@ -145,9 +159,10 @@ def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list
                 None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
                 orjson.dumps(list(event.filter_values)).decode(),
             )
-            for rowid, event in enumerate(events, first)
+            for rowid, event in zip(ids, events, strict=True)
         ]
-        conn.executemany(_INSERT_SQL, rows)
+        if rows:
+            conn.executemany(_INSERT_SQL, rows)
     return [row[0] for row in rows]
 
 
@@ -235,13 +250,12 @@ def stored_rowid(conn: Store, account: str, event: NewEvent) -> int | None:
     """The row id of ``event`` in ``account``: the stored one's, or the one it gets stored with
     now; None when its EventId is stored for another account (EventIds are unique across
     accounts). Run it in the caller's transaction."""
-    existing = get_event(conn, account, event.event_id)
-    if existing is not None:
-        return existing.rowid
-    try:
-        return insert_events(conn, account, [event])[0]
-    except sqlite3.IntegrityError:
-        return None
+    stored = conn.execute(
+        "SELECT id, service_client_id FROM events WHERE event_id = ?", (event.event_id,)
+    ).fetchone()
+    if stored is not None:
+        return int(stored[0]) if stored[1] == account else None
+    return insert_events(conn, account, [event])[0]
 
 
 def drop_history_indexes(conn: Store) -> None:

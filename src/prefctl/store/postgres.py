@@ -1,8 +1,8 @@
 """The store on PostgreSQL (15 or newer): ``PgStore``, the same verbs as the SQLite ``Store``.
 
-A team that shares one emulator runs it on PostgreSQL (docs/team-sandbox.md); the store modules
-run the same SQL on both engines wherever the engines agree, and choose by ``store.dialect`` where
-they differ. ``PgStore`` makes that possible with little ceremony:
+A team that shares one emulator runs it on PostgreSQL (CONTRIBUTING.md, "Two backends"); the
+store modules run the same SQL on both engines wherever the engines agree, and choose by
+``store.dialect`` where they differ. ``PgStore`` makes that possible with little ceremony:
 
 - the SQL text keeps SQLite's placeholders: ``?`` (in order), ``?N`` (numbered) and ``:name``
   (named, with a mapping of parameters). Each text is translated once (cached) to PostgreSQL's
@@ -39,6 +39,7 @@ __all__ = [
     "PgRow",
     "PgStore",
     "connect_postgres",
+    "is_postgres_location",
     "pg_store_error",
     "redacted",
     "translate",
@@ -50,6 +51,12 @@ LOCK_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_SECONDS = 10
 
 _INSTALL_HINT = "install prefctl with its PostgreSQL extra: pip install 'prefctl[postgres]'"
+
+
+def is_postgres_location(location: object) -> bool:
+    """Whether ``location`` (a --store value) names a PostgreSQL database (``postgresql://…``
+    or ``postgres://…``) rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 def redacted(url: str) -> str:
@@ -171,6 +178,29 @@ class Rows(Protocol):
     def close(self) -> None: ...
 
 
+class _NoRows:
+    """The result of a statement that returns no rows (sqlite3 reads it as empty; psycopg
+    would raise)."""
+
+    __slots__ = ("rowcount",)
+    description = None  # as a cursor says it has no rows
+
+    def __init__(self, rowcount: int) -> None:
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        return None
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def close(self) -> None:
+        return None
+
+
 class PgCursor:
     """``PgStore.cursor()``: as a sqlite3 cursor is used in the store's hot loops; with
     ``row_factory = None`` its rows are plain tuples."""
@@ -252,6 +282,8 @@ class PgStore:
                 cursor.execute(text, values or None)
         except Exception as exc:
             raise _translated(exc, self) from exc
+        if cursor.description is None:  # no rows to read (as sqlite3 answers: none)
+            return _NoRows(cursor.rowcount)
         return cursor
 
     def executemany(
@@ -398,12 +430,21 @@ class PgStore:
         self.close()
 
 
-def connect_postgres(url: str) -> PgStore:
+def connect_postgres(
+    url: str,
+    *,
+    connect_timeout: int = CONNECT_TIMEOUT_SECONDS,
+    statement_timeout_ms: int | None = None,
+) -> PgStore:
     """A PgStore on the database at ``url`` (``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``).
 
     UnreachableError (exit 5) naming the host when the server cannot be reached, AuthError
-    (exit 3) when it refuses the credentials; the password is in neither.
+    (exit 3) when it refuses the credentials; the password is in neither. A statement that runs
+    longer than ``statement_timeout_ms`` (when given) fails as busy.
     """
+    options = f"-c lock_timeout={LOCK_TIMEOUT_MS}"
+    if statement_timeout_ms is not None:
+        options += f" -c statement_timeout={statement_timeout_ms}"
     try:
         import psycopg
     except ImportError:
@@ -416,9 +457,9 @@ def connect_postgres(url: str) -> PgStore:
         conn = psycopg.connect(
             url,
             autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            connect_timeout=connect_timeout,
             cursor_factory=psycopg.RawCursor,
-            options=f"-c lock_timeout={LOCK_TIMEOUT_MS}",
+            options=options,
         )
     except psycopg.ProgrammingError as exc:  # a URL libpq cannot parse
         raise ConfigError(

@@ -79,7 +79,8 @@ def next_profile_id(conn: Store, account: str) -> int:
     """Take the account's next ProfileId (1001, 1002, …); rolled back with the transaction."""
     row = conn.execute(
         "INSERT INTO profile_sequences (service_client_id, last_profile_id) VALUES (?, ?)"
-        " ON CONFLICT (service_client_id) DO UPDATE SET last_profile_id = last_profile_id + 1"
+        " ON CONFLICT (service_client_id)"
+        " DO UPDATE SET last_profile_id = profile_sequences.last_profile_id + 1"
         " RETURNING last_profile_id",
         (account, FIRST_PROFILE_ID),
     ).fetchone()

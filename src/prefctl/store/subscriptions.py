@@ -38,6 +38,7 @@ import orjson
 
 from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.store import deliveries
+from prefctl.store._dialect import any_of
 from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
 
@@ -189,13 +190,16 @@ def find_conflict(
 ) -> Conflict | None:
     """The first subscription of ``account`` (other than ``exclude_id``) that already sends one
     of ``event_types`` to ``url``, or None."""
-    row = conn.execute(
-        "SELECT t.subscription_id, s.name, t.url, t.event_type FROM subscription_event_types t"
-        " JOIN subscriptions s ON s.id = t.subscription_id"
-        " WHERE t.service_client_id = ? AND t.url = ? AND t.subscription_id IS NOT ?"
-        " AND t.event_type IN (SELECT value FROM json_each(?)) ORDER BY t.event_type LIMIT 1",
-        (account, url, exclude_id, orjson.dumps(list(event_types)).decode()),
-    ).fetchone()
+    types, listed = any_of(conn, "t.event_type", event_types)
+    # SQLite's null-safe "is not" is PostgreSQL's IS DISTINCT FROM.
+    distinct = "IS DISTINCT FROM" if conn.dialect == "postgresql" else "IS NOT"
+    sql = (
+        "SELECT t.subscription_id, s.name, t.url, t.event_type"  # noqa: S608 (no input in it)
+        " FROM subscription_event_types t JOIN subscriptions s ON s.id = t.subscription_id"
+        f" WHERE t.service_client_id = ? AND t.url = ? AND t.subscription_id {distinct} ?"
+        f" AND {types} ORDER BY t.event_type LIMIT 1"
+    )
+    row = conn.execute(sql, (account, url, exclude_id, listed)).fetchone()
     return Conflict(*row) if row else None
 
 
@@ -388,10 +392,10 @@ def deleted_among(conn: Store, subscription_ids: Iterable[int]) -> set[int]:
     ids = list(dict.fromkeys(subscription_ids))
     if not ids:
         return set()
+    among, listed = any_of(conn, "id", ids)
     rows = conn.execute(
-        "SELECT id FROM subscriptions WHERE deleted_at IS NOT NULL"
-        " AND id IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(ids).decode(),),
+        f"SELECT id FROM subscriptions WHERE deleted_at IS NOT NULL AND {among}",  # noqa: S608
+        (listed,),
     )
     return {int(row[0]) for row in rows}
 
@@ -472,7 +476,7 @@ def set_provisioning_state(
     conn.execute(
         "UPDATE subscriptions SET provisioning_state = ?,"
         " provisioned_at = CASE WHEN ? = 'Succeeded' THEN ? ELSE provisioned_at END,"
-        " validation_token = CASE WHEN ? THEN NULL ELSE validation_token END,"
+        " validation_token = CASE WHEN ? = 1 THEN NULL ELSE validation_token END,"
         " handshake_error = coalesce(?, handshake_error) WHERE id = ?",
         (state, state, now, ended, error, subscription_id),
     )
