@@ -189,6 +189,7 @@ class AlertMonitor:
             return
         with self._lock:
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 rules = self._rules_cache()
                 for subscription_id, letters in waiting.items():
                     self._count(at, subscription_id, letters, rules)
@@ -205,6 +206,7 @@ class AlertMonitor:
             if not incidents.live_incidents(self.conn, ids):
                 return
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 for incident in incidents.live_incidents(self.conn, ids):
                     waiting = incident.state == "open" and (
                         incidents.unreported_batch(self.conn, incident.id) is not None
@@ -224,6 +226,7 @@ class AlertMonitor:
             if not incidents.has_work(self.conn):
                 return
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 rules = self._rules_cache()
                 self._evaluate(at, rules)
                 for account in incidents.waiting_accounts(self.conn):
@@ -358,15 +361,18 @@ class AlertMonitor:
         """Send the alerts written but not sent yet, oldest first; on a failure, the rest wait
         for the next call."""
         for alert in alert_store.pending_alerts(self.conn):
-            try:
-                sent = self.mailer.send(mail.parse_message(alert.message))
-            except PrefctlError as exc:
-                log.error("alert %d could not be sent, will retry: %s", alert.id, exc)
-                return
-            with transaction(self.conn):
-                alert_store.mark_sent(
-                    self.conn, alert.id, sink=sent.sink, at=at, smtp_error=sent.smtp_error
-                )
+            with alert_store.sending(self.conn, alert.id) as mine:
+                if not mine:  # another dispatcher sent it meanwhile
+                    continue
+                try:
+                    sent = self.mailer.send(mail.parse_message(alert.message))
+                except PrefctlError as exc:
+                    log.error("alert %d could not be sent, will retry: %s", alert.id, exc)
+                    return
+                with transaction(self.conn):
+                    alert_store.mark_sent(
+                        self.conn, alert.id, sink=sent.sink, at=at, smtp_error=sent.smtp_error
+                    )
 
     def _rules_cache(self) -> _Rules:
         cache: dict[str, AlertRules] = {}

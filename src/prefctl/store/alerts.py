@@ -12,7 +12,8 @@ it. Incidents, which decide when alerts are written, are in ``store/alert_incide
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -33,6 +34,7 @@ __all__ = [
     "list_alerts",
     "mark_sent",
     "pending_alerts",
+    "sending",
     "set_alert_message",
 ]
 
@@ -134,6 +136,24 @@ def mark_sent(conn: Store, alert_id: int, *, sink: Sink, at: float, smtp_error: 
     )
 
 
+@contextmanager
+def sending(conn: Store, alert_id: int) -> Iterator[bool]:
+    """Around the sending of a pending alert: whether it is still this caller's to send. On
+    PostgreSQL, where several dispatchers share the store, the alert's row stays locked for the
+    block, so another dispatcher about to send it waits, then finds it sent: it goes out once.
+    On SQLite nothing is held while the mail goes out (as before: the store's one write lock would
+    stall every writer for as long as an SMTP server takes)."""
+    if conn.dialect != "postgresql":
+        yield True
+        return
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT 1 FROM alert_messages WHERE id = ? AND state = 'pending' FOR UPDATE",
+            (alert_id,),
+        ).fetchone()
+        yield row is not None
+
+
 def get_alert(conn: Store, alert_id: int) -> AlertRecord | None:
     row = conn.execute("SELECT * FROM alert_messages WHERE id = ?", (alert_id,)).fetchone()
     return _alert(row) if row else None
@@ -146,13 +166,17 @@ def list_alerts(
     since: float | None = None,
 ) -> list[AlertRecord]:
     """Alerts written, oldest first, filtered by subscription and creation time."""
-    rows = conn.execute(
-        "SELECT * FROM alert_messages"
-        " WHERE (:subscription IS NULL OR subscription_id = :subscription)"
-        " AND (:since IS NULL OR created_at >= :since) ORDER BY id",
-        {"subscription": subscription_id, "since": since},
-    )
-    return [_alert(row) for row in rows]
+    # Only the filters given (PostgreSQL cannot type a parameter that is only compared to NULL).
+    where = ["1 = 1"]
+    params: list[object] = []
+    if subscription_id is not None:
+        where.append("subscription_id = ?")
+        params.append(subscription_id)
+    if since is not None:
+        where.append("created_at >= ?")
+        params.append(since)
+    sql = f"SELECT * FROM alert_messages WHERE {' AND '.join(where)} ORDER BY id"  # noqa: S608
+    return [_alert(row) for row in conn.execute(sql, params)]
 
 
 # -- rows -----------------------------------------------------------------------------------------
