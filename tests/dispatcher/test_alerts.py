@@ -46,7 +46,7 @@ def body(alert: store.AlertRecord) -> str:
 class Harness:
     """A store with one alert-enabled subscription, a monitor and a fake clock."""
 
-    def __init__(self, tmp_path: Path, location: str | None = None, **settings: int) -> None:
+    def __init__(self, tmp_path: Path, location: str | None = None, /, **settings: int) -> None:
         self.tmp_path = tmp_path
         self.conn = open_service_store(location or tmp_path / "emulator.db")
         body = subscription_body("https://hooks.example/events", name="orders")
