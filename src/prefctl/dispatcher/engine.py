@@ -114,7 +114,7 @@ class _Account:
 
     next_cycle_at: float = 0.0
     full: bool = False  # the last cycle claimed all it had room for: more may be due
-    idle: bool = False  # the last cycle claimed nothing and nothing of it is in flight
+    idle: bool = False  # the last cycle claimed nothing: a wake-up may start the next one now
     credentials: SigningCredentials | None = None
     verifier: Verifier | None = None
     timestamp: str = ""
@@ -249,8 +249,8 @@ class Engine:
 
     def wake(self) -> None:
         """Deliveries came due (a notification of the store: ``store/wakeups.py``): an account
-        that was idle (its last cycle claimed nothing, nothing of it in flight) starts its next
-        cycle now instead of at its next turn. Call it on the engine's loop."""
+        that was idle (its last cycle claimed nothing) starts its next cycle now instead of at
+        its next turn. Call it on the engine's loop."""
         self._woken.set()
 
     def _take_wake(self) -> None:
@@ -434,8 +434,9 @@ class Engine:
         plan.account.full = len(claimed) >= plan.room and dispatcher_state.due_exists(
             self.conn, now, name
         )
-        assert self._inflight is not None
-        plan.account.idle = not claimed and not self._inflight.open_by_account[name]
+        # Nothing claimed: this cycle sent nothing, so the last one that did started a Duration
+        # or more ago, and a cycle woken early (``wake``) keeps cycles that send Duration apart.
+        plan.account.idle = not claimed
         return claimed
 
     async def _dispatch_all(
