@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-
 from prefctl.store import completion, profiles
 from prefctl.store.db import transaction
+from tests.helpers import free_port
 from tests.store.service_helpers import (
     ACCOUNT,
     add_subscription,
@@ -28,7 +27,5 @@ def test_completion_offers_subscription_names_ids_and_profile_ids(store_location
 
 
 def test_completion_from_an_unreachable_postgres_offers_nothing() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     assert completion.subscription_refs(f"postgresql://u@127.0.0.1:{port}/db") == []

@@ -4,7 +4,7 @@ cannot be reached, a refused password, placeholders translated)."""
 
 from __future__ import annotations
 
-import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
-from prefctl.store.db import connect, open_store
-from prefctl.store.errors import StoreBusyError, StoreError
+from prefctl.store.db import connect, open_store, store_error
+from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
 from prefctl.store.postgres import redacted, translate
+from prefctl.store.settings import get_settings, update_settings
+from tests.helpers import free_port, wait_until
+from tests.store.service_helpers import ACCOUNT, open_service_store
 
 
 def test_open_store_applies_every_migration_on_each_backend(store_location: str) -> None:
@@ -38,25 +41,17 @@ def test_open_store_reopened_applies_nothing_again(store_location: str) -> None:
     assert count == len(bundled_migrations())
 
 
-def test_open_store_by_several_threads_at_once_migrates_once(postgres_url: str) -> None:
-    failures: list[BaseException] = []
-
-    def open_it() -> None:
-        try:
-            with open_store(postgres_url):
-                pass
-        except BaseException as exc:  # reported by the assertion below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+def test_open_store_by_several_processes_at_once_migrates_once(postgres_url: str) -> None:
+    opener = f"from prefctl.store.db import open_store\nwith open_store({postgres_url!r}): pass"
+    processes = [
+        subprocess.Popen([sys.executable, "-c", opener], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    failures = [p.communicate(timeout=60)[1] for p in processes if p.wait(timeout=60) != 0]
     assert failures == []
     with open_store(postgres_url) as store:
-        count = store.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
-    assert count == len(bundled_migrations())
+        names = [row[0] for row in store.execute("SELECT name FROM schema_migrations")]
+    assert sorted(names) == [m.name for m in bundled_migrations()]
 
 
 def test_store_rows_read_by_name_and_by_index(store_location: str) -> None:
@@ -122,18 +117,12 @@ def test_postgres_snapshot_sees_one_state_while_another_connection_commits(
     assert (before, during, after) == (0, 0, 1)
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_postgres_unreachable_is_exit_5_naming_the_host() -> None:
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(UnreachableError) as caught:
         connect(f"postgresql://prefctl:s3cret-pw@127.0.0.1:{port}/prefctl")
     assert caught.value.exit_code == EXIT_UNREACHABLE
-    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert str(caught.value) == f"cannot reach PostgreSQL at 127.0.0.1:{port}: Connection refused"
     assert "s3cret-pw" not in f"{caught.value} {caught.value.hint}"
 
 
@@ -190,3 +179,76 @@ def test_sqlite_location_with_a_scheme_names_the_same_file(tmp_path: Path) -> No
         )
     with open_store(path) as store:
         assert store.execute("SELECT kid FROM signing_keys").fetchone()[0] == "k"
+
+
+def test_postgres_rows_status_is_libpqs_tuples_ok() -> None:
+    psycopg_pq = pytest.importorskip("psycopg.pq")
+    from prefctl.store import postgres
+
+    assert postgres._TUPLES_OK == psycopg_pq.ExecStatus.TUPLES_OK
+
+
+def test_postgres_statement_answering_rows_and_none_read_alike(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        assert store.execute("SELECT 1 WHERE false").fetchall() == []
+        changed = store.execute("UPDATE subscriptions_version SET version = version")
+        assert (changed.fetchall(), changed.fetchone(), changed.rowcount) == ([], None, 1)
+        first = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
+        again = store.execute("SELECT version AS v FROM subscriptions_version").fetchone()
+    assert first["v"] == again["v"] == 0
+
+
+@pytest.mark.parametrize(
+    ("error_class", "expected"),
+    [
+        ("SerializationFailure", StoreBusyError),
+        ("DeadlockDetected", StoreBusyError),
+        ("LockNotAvailable", StoreBusyError),
+        ("QueryCanceled", StoreBusyError),
+        ("DiskFull", StoreDiskFullError),
+        ("UniqueViolation", StoreError),
+    ],
+)
+def test_postgres_driver_errors_read_as_the_stores(error_class: str, expected: type) -> None:
+    errors = pytest.importorskip("psycopg.errors")
+    translated = store_error(getattr(errors, error_class)("the server's words"))
+    assert type(translated) is expected
+    assert isinstance(translated, StoreError)
+    assert translated.reason == "the server's words"
+
+
+def test_postgres_connection_lost_reads_as_unreachable() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    translated = store_error(psycopg.OperationalError("server closed the connection"))
+    assert isinstance(translated, UnreachableError)
+    assert translated.exit_code == EXIT_UNREACHABLE
+
+
+def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
+    postgres_url: str,
+) -> None:
+    first = open_service_store(postgres_url)
+    second = connect(postgres_url)
+    watcher = connect(postgres_url)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    try:
+        with first.transaction():
+            update_settings(first, ACCOUNT, {"Duration": 7})
+
+            def change_another() -> None:
+                with second.transaction():
+                    update_settings(second, ACCOUNT, {"MaxDeliveryAttempts": 3})
+
+            other = threading.Thread(target=change_another)
+            other.start()
+            # the second waits for the first's transaction, as on SQLite
+            wait_until(lambda: watcher.execute(waiting).fetchone()[0] == 1, what="no lock wait")
+        other.join(timeout=30)
+        settings = get_settings(first, ACCOUNT)
+    finally:
+        for store in (first, second, watcher):
+            store.close()
+    assert (settings["Duration"], settings["MaxDeliveryAttempts"]) == (7, 3)

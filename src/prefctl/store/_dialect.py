@@ -9,6 +9,8 @@ these helpers name them:
   and ``CROSS JOIN … ON`` (SQLite: join in this order) becomes a plain ``JOIN``;
 - ``any_of(conn, column, values)``: "``column`` is one of ``values``": SQLite unpacks a JSON array
   (``json_each``), PostgreSQL compares with an array parameter (``= ANY``);
+- ``lock_account(conn, account)``: on PostgreSQL, serialize the account's read-then-write changes
+  (SQLite's write transaction does already);
 - ``notify_due(conn)``: on PostgreSQL, tell the dispatchers that listen (``store/wakeups.py``)
   that deliveries came due, in the transaction that made them so; SQLite's dispatchers poll.
 """
@@ -22,7 +24,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DUE_CHANNEL", "any_of", "is_postgres", "notify_due", "portable"]
+__all__ = ["DUE_CHANNEL", "any_of", "is_postgres", "lock_account", "notify_due", "portable"]
 
 # The channel of ``NOTIFY`` that wakes an idle dispatcher on PostgreSQL.
 DUE_CHANNEL = "prefctl_deliveries_due"
@@ -58,3 +60,13 @@ def notify_due(conn: Any) -> None:
     notification per transaction however often it is called: PostgreSQL folds equal ones)."""
     if is_postgres(conn):
         conn.execute(f"NOTIFY {DUE_CHANNEL}")
+
+
+def lock_account(conn: Any, account: str) -> None:
+    """Make this transaction the only writer of ``account``'s read-then-write changes until it
+    ends (settings checked against each other, the one-Url-per-event-type rule of
+    subscriptions). SQLite's write transactions hold the whole store already; on PostgreSQL the
+    account's row is locked (``FOR UPDATE``), so two API workers serialize on it, as their
+    writes would on SQLite, instead of each deciding on what the other has not committed."""
+    if is_postgres(conn):
+        conn.execute("SELECT 1 FROM accounts WHERE service_client_id = ? FOR UPDATE", (account,))

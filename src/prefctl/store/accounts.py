@@ -14,12 +14,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from prefctl.store import Store
+    from prefctl.store import Row, Store
 
 # The permissions of docs/api.md; a user named in a token's scope holds some of them.
 PERMISSIONS: tuple[str, ...] = (
@@ -131,7 +130,7 @@ def list_accounts(conn: Store) -> list[Account]:
     return [_account(row) for row in rows]
 
 
-def _account(row: sqlite3.Row) -> Account:
+def _account(row: Row) -> Account:
     return Account(
         service_client_id=row["service_client_id"],
         hashkey=row["hashkey"],
@@ -184,7 +183,7 @@ def list_clients(conn: Store, service_client_id: str | None = None) -> list[OAut
     return [_client(row) for row in rows]
 
 
-def _client(row: sqlite3.Row) -> OAuthClient:
+def _client(row: Row) -> OAuthClient:
     return OAuthClient(
         client_id=row["client_id"],
         service_client_id=row["service_client_id"],
@@ -229,7 +228,7 @@ def list_users(conn: Store, service_client_id: str | None = None) -> list[User]:
     return [_user(conn, row) for row in rows]
 
 
-def _user(conn: Store, row: sqlite3.Row) -> User:
+def _user(conn: Store, row: Row) -> User:
     held = {
         r[0]
         for r in conn.execute(

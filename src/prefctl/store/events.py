@@ -10,7 +10,6 @@ on the last 15 days only).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from prefctl.store.db import atomic
 from prefctl.store.timestamps import wire_time
 
 if TYPE_CHECKING:
-    from prefctl.store import Store
+    from prefctl.store import Row, Store
 
 __all__ = [
     "RETENTION_DAYS",
@@ -266,7 +265,7 @@ def drop_history_indexes(conn: Store) -> None:
         conn.execute(f"DROP INDEX {index}")
 
 
-def _event(row: sqlite3.Row) -> StoredEvent:
+def _event(row: Row) -> StoredEvent:
     values = tuple(row)
     return StoredEvent(
         rowid=values[0],

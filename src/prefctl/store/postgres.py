@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -111,6 +111,32 @@ def _row_factory(cursor: Any) -> Any:
     return make
 
 
+@lru_cache(maxsize=1024)
+def _rows_of(text: str) -> Callable[[Any], Any]:
+    """The row factory of one statement text: the index of its columns' names is built at its
+    first execution and kept, as the text answers the same columns every time (the migrations run
+    before any statement of the store's). Building it per execution was a quarter of a short
+    statement's cost in this module."""
+    known: list[dict[str, int]] = []
+
+    def factory(cursor: Any) -> Any:
+        if known:
+            index = known[0]
+        else:
+            description = cursor.description
+            if description is None:
+                return None
+            index = {column.name: i for i, column in enumerate(description)}
+            known.append(index)
+
+        def make(values: Sequence[Any]) -> PgRow:
+            return PgRow(tuple(values), index)
+
+        return make
+
+    return factory
+
+
 # A string literal, a quoted identifier, a comment, a ``::`` cast, or a placeholder.
 _TOKENS = re.compile(
     r"'(?:[^']|'')*'"
@@ -176,6 +202,10 @@ class Rows(Protocol):
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
     def close(self) -> None: ...
+
+
+# libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK): a result that has rows to read.
+_TUPLES_OK = 2
 
 
 class _NoRows:
@@ -272,17 +302,19 @@ class PgStore:
         several statements."""
         self._revive()
         text, values = _bound(sql, params)
-        cursor = self._conn.cursor()
         if tuples:
             from psycopg.rows import tuple_row
 
-            cursor.row_factory = tuple_row
+            cursor = self._conn.cursor(row_factory=tuple_row)
+        else:
+            cursor = self._conn.cursor(row_factory=_rows_of(text))
         try:
             with self._lock:
                 cursor.execute(text, values or None)
         except Exception as exc:
             raise _translated(exc, self) from exc
-        if cursor.description is None:  # no rows to read (as sqlite3 answers: none)
+        result = cursor.pgresult  # (not ``description``: it builds a Column object per column)
+        if result is None or result.status != _TUPLES_OK:  # no rows (sqlite3 reads none)
             return _NoRows(cursor.rowcount)
         return cursor
 
@@ -528,7 +560,9 @@ def _connect_error(exc: BaseException, url: str) -> PrefctlError:
             f"PostgreSQL at {where} has no role named in {redacted(url)}",
             hint="check the user in the URL",
         )
-    reason = text.strip().splitlines()[-1] if text.strip() else "no answer"
+    # libpq: 'connection to server at "HOST", port N failed: Connection refused' and a hint line.
+    first = text.strip().splitlines()[0] if text.strip() else "no answer"
+    reason = first.rsplit("failed: ", 1)[-1].strip()
     return UnreachableError(
         f"cannot reach PostgreSQL at {where}: {reason}",
         hint="check that the server runs and that the host and port in --store are right",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from prefctl.errors import UsageError
 from prefctl.models.setting_ranges import SETTING_RANGES
+from prefctl.store._dialect import lock_account
 
 if TYPE_CHECKING:
     from prefctl.store import Store
@@ -43,7 +44,9 @@ def put_settings(conn: Store, account: str, values: Mapping[str, int]) -> dict[s
 
 
 def update_settings(conn: Store, account: str, changes: Mapping[str, int]) -> dict[str, int]:
-    """Change some settings and keep the others."""
+    """Change some settings and keep the others (checked together: run it in a transaction,
+    which no other writer of the account's settings then interleaves)."""
+    lock_account(conn, account)
     return _write(conn, account, {**get_settings(conn, account), **changes})
 
 

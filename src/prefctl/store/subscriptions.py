@@ -28,7 +28,6 @@ Functions do not open transactions; the caller groups them.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,12 +37,12 @@ import orjson
 
 from prefctl.errors import NotFoundError, PrefctlError
 from prefctl.store import deliveries
-from prefctl.store._dialect import any_of
+from prefctl.store._dialect import any_of, lock_account
 from prefctl.store.connection import stored_json
 from prefctl.store.timestamps import wire_time
 
 if TYPE_CHECKING:
-    from prefctl.store import Store
+    from prefctl.store import Row, Store
 
 __all__ = [
     "Conflict",
@@ -208,6 +207,7 @@ def create_subscription(
 ) -> SubscriptionRecord:
     """Store a new subscription in ProvisioningState Creating (the handshake comes next)."""
     fields = _fields(body)
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     _check_conflict(conn, account, fields["url"], fields["selections"], None)
     cursor = conn.execute(
         "INSERT INTO subscriptions (service_client_id, name, description, url, state,"
@@ -283,6 +283,7 @@ def replace_subscription(
 ) -> tuple[SubscriptionRecord, bool] | None:
     """PUT: replace every field. Returns the record and whether the Url changed (then the
     handshake must run again), or None when there is no such subscription."""
+    lock_account(conn, account)  # the checks and the write, one writer at a time
     current = get_subscription(conn, account, subscription_id)
     if current is None:
         return None
@@ -535,7 +536,7 @@ def _require(conn: Store, account: str, subscription_id: int) -> SubscriptionRec
     return record
 
 
-def _record(row: sqlite3.Row) -> SubscriptionRecord:
+def _record(row: Row) -> SubscriptionRecord:
     return SubscriptionRecord(
         id=row["id"],
         service_client_id=row["service_client_id"],
