@@ -1,6 +1,7 @@
 """Faults of a team sandbox on PostgreSQL, on a real cluster of the test's own: two
 ``prefctl dispatcher run --store postgresql://…`` processes share one queue; one is killed with
-kill -9, or the server restarts, in the middle of delivering; nothing is lost.
+kill -9 in the middle of delivering 10,000 events, or the server restarts in the middle of
+delivering 2,000; nothing is lost.
 
 The cluster is started for this module with ``scripts/pg_cluster.py`` (so that restarting it
 disturbs no other test) and stopped at the end.
@@ -35,7 +36,8 @@ from tests.dispatcher.engine_helpers import (
 from tests.fixtures.postgres import CLUSTER_SCRIPT, _admin, _missing
 from tests.helpers import wait_until
 
-EVENTS = 2000
+EVENTS = 10_000  # the kill -9 test (as the issue asks); about 30 s here
+RESTART_EVENTS = 2_000  # the restart test: enough to be mid-delivery when the server restarts
 PREFCTL = str(Path(sys.executable).parent / "prefctl")
 
 
@@ -104,12 +106,12 @@ def _start_dispatcher(url: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _queued(url: str, receiver: RunningReceiver) -> Store:
-    """A store at ``url`` with EVENTS events queued for ``receiver``: MaxConcurrentRequests 50
-    and MaxDeliveryAttempts 2, so that with the receiver's 503s some end dead-lettered."""
+def _queued(url: str, receiver: RunningReceiver, events: int) -> Store:
+    """A store at ``url`` with ``events`` events queued for ``receiver``: MaxConcurrentRequests
+    50 and MaxDeliveryAttempts 2, so that with the receiver's 503s some end dead-lettered."""
     conn = new_store(url)
     set_settings(conn, MaxConcurrentRequests=50, MaxDeliveryAttempts=2)
-    queue_events(conn, subscribe(conn, receiver.webhook_url), EVENTS, at=time.time())
+    queue_events(conn, subscribe(conn, receiver.webhook_url), events, at=time.time())
     return conn
 
 
@@ -136,7 +138,7 @@ def _leased_to(conn: Store, process: subprocess.Popen[bytes]) -> int:
     return int(row[0])
 
 
-def _check_nothing_lost(conn: Store, receiver: RunningReceiver) -> None:
+def _check_nothing_lost(conn: Store, receiver: RunningReceiver, events: int) -> None:
     """Every event ended delivered or dead-lettered (MaxDeliveryAttemptsExceeded), and every
     delivered one reached the receiver with a 200, signed (duplicates allowed, no loss)."""
     delivered_ok = set()
@@ -149,7 +151,7 @@ def _check_nothing_lost(conn: Store, receiver: RunningReceiver) -> None:
         "SELECT e.event_id, d.state, d.dead_letter_reason FROM deliveries d"
         " JOIN events e ON e.id = d.event_rowid"
     ).fetchall()
-    assert len(rows) == EVENTS
+    assert len(rows) == events
     assert {row[1] for row in rows} <= {"delivered", "dead_lettered"}
     dead = [row for row in rows if row[1] == "dead_lettered"]
     assert {row[2] for row in dead} <= {"MaxDeliveryAttemptsExceeded"}
@@ -161,7 +163,7 @@ def test_kill_9_of_one_of_two_postgresql_dispatchers_loses_no_event(
     database: str, tmp_path: Path, dispatchers: list[subprocess.Popen[bytes]]
 ) -> None:
     receiver = _receiver()
-    conn = _queued(database, receiver)
+    conn = _queued(database, receiver, EVENTS)
     try:
         for n in range(2):
             dispatchers.append(_start_dispatcher(database, tmp_path / f"dispatcher{n}.log"))
@@ -175,14 +177,14 @@ def test_kill_9_of_one_of_two_postgresql_dispatchers_loses_no_event(
         # The survivor takes back the dead process's leases (same host) and finishes alone.
         wait_until(
             lambda: _unfinished(conn) == 0,
-            60,
+            120,
             what="not every event was delivered or dead-lettered",
         )
         survivor.send_signal(signal.SIGTERM)
         assert survivor.wait(15) == 0
     finally:
         receiver.stop()
-    _check_nothing_lost(conn, receiver)
+    _check_nothing_lost(conn, receiver, EVENTS)
     conn.close()
 
 
@@ -195,7 +197,7 @@ def test_postgresql_restart_mid_delivery_dispatchers_reconnect_and_finish(
 ) -> None:
     folder, _ = cluster
     receiver = _receiver()
-    conn = _queued(database, receiver)
+    conn = _queued(database, receiver, RESTART_EVENTS)
     conn.close()
     try:
         for n in range(2):
@@ -206,7 +208,7 @@ def test_postgresql_restart_mid_delivery_dispatchers_reconnect_and_finish(
         conn = connect(database)  # the test's own connection was cut too
         wait_until(
             lambda: _unfinished(conn) == 0,
-            60,
+            120,
             what="not every event was delivered or dead-lettered",
         )
         # Both processes lived through it: they reconnected by themselves.
@@ -219,5 +221,5 @@ def test_postgresql_restart_mid_delivery_dispatchers_reconnect_and_finish(
         assert "reconnected to the store" in logs
     finally:
         receiver.stop()
-    _check_nothing_lost(conn, receiver)
+    _check_nothing_lost(conn, receiver, RESTART_EVENTS)
     conn.close()
