@@ -7,11 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
+from prefctl.store import Store, profiles
 from prefctl.store.db import connect, open_store, store_error
 from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
@@ -224,31 +227,65 @@ def test_postgres_connection_lost_reads_as_unreachable() -> None:
     assert translated.exit_code == EXIT_UNREACHABLE
 
 
-def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
-    postgres_url: str,
-) -> None:
+# Connections of this test's database waiting for a lock another holds.
+_LOCK_WAITS = (
+    "SELECT count(*) FROM pg_stat_activity"
+    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+)
+
+
+@pytest.fixture
+def two_writers(postgres_url: str) -> Iterator[tuple[Store, Store]]:
+    """Two connections to one migrated database with the test accounts."""
     first = open_service_store(postgres_url)
     second = connect(postgres_url)
-    watcher = connect(postgres_url)
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-    )
-    try:
-        with first.transaction():
-            update_settings(first, ACCOUNT, {"Duration": 7})
+    yield first, second
+    first.close()
+    second.close()
 
-            def change_another() -> None:
-                with second.transaction():
-                    update_settings(second, ACCOUNT, {"MaxDeliveryAttempts": 3})
 
-            other = threading.Thread(target=change_another)
-            other.start()
-            # the second waits for the first's transaction, as on SQLite
-            wait_until(lambda: watcher.execute(waiting).fetchone()[0] == 1, what="no lock wait")
-        other.join(timeout=30)
-        settings = get_settings(first, ACCOUNT)
-    finally:
-        for store in (first, second, watcher):
-            store.close()
+def _waiting(postgres_url: str, target: Callable[[], None]) -> threading.Thread:
+    """``target`` running in a thread, once it waits for a lock another connection holds."""
+    thread = threading.Thread(target=target)
+    thread.start()
+    with closing(connect(postgres_url)) as watcher:
+        wait_until(lambda: watcher.execute(_LOCK_WAITS).fetchone()[0] == 1, what="no lock wait")
+    return thread
+
+
+def test_postgres_settings_changed_by_two_connections_at_once_keep_both_changes(
+    postgres_url: str, two_writers: tuple[Store, Store]
+) -> None:
+    first, second = two_writers
+
+    def change_another() -> None:
+        with second.transaction():
+            update_settings(second, ACCOUNT, {"MaxDeliveryAttempts": 3})
+
+    with first.transaction():
+        update_settings(first, ACCOUNT, {"Duration": 7})
+        other = _waiting(postgres_url, change_another)  # for the first's commit, as on SQLite
+    other.join(timeout=30)
+    settings = get_settings(first, ACCOUNT)
     assert (settings["Duration"], settings["MaxDeliveryAttempts"]) == (7, 3)
+
+
+def test_postgres_profile_read_for_update_waits_for_the_writer_before_it(
+    postgres_url: str, two_writers: tuple[Store, Store]
+) -> None:
+    first, second = two_writers
+    seen: list[dict[str, object] | None] = []
+    with first.transaction():
+        profile_id = profiles.next_profile_id(first, ACCOUNT)
+        profiles.save_profile(first, ACCOUNT, {"ProfileId": profile_id}, now=1.0)
+
+    def read_for_update() -> None:
+        with second.transaction():
+            seen.append(profiles.get_profile(second, ACCOUNT, profile_id, for_update=True))
+
+    with first.transaction():
+        profiles.get_profile(first, ACCOUNT, profile_id, for_update=True)
+        other = _waiting(postgres_url, read_for_update)
+        profiles.save_profile(first, ACCOUNT, {"ProfileId": profile_id, "Tags": ["a"]}, now=2.0)
+    other.join(timeout=30)
+    assert seen == [{"ProfileId": profile_id, "Tags": ["a"]}]

@@ -148,7 +148,7 @@ class ProfileWriter:
 
     # -- the shared path ---------------------------------------------------------------------------
     def _load(self, profile_id: int) -> WireProfile:
-        profile = profiles.get_profile(self._conn, self._account, profile_id)
+        profile = profiles.get_profile(self._conn, self._account, profile_id, for_update=True)
         if profile is None:
             raise NotFoundError(f"profile {profile_id} not found")
         return profile

@@ -39,6 +39,7 @@ import orjson
 from prefctl.clock import Clock, FakeClock
 from prefctl.errors import NotFoundError, UsageError
 from prefctl.store import profiles
+from prefctl.store._dialect import lock_account
 from prefctl.store.db import atomic, transaction
 from prefctl.store.timestamps import epoch, from_epoch, wire_time
 
@@ -137,6 +138,7 @@ def stage_records(
     now: float,
 ) -> ImportJob:
     """Add records to an Initiated or Staging import (state becomes Staging)."""
+    lock_account(conn, account)  # the state and the record count read, then written
     job = _require(conn, account, import_id)
     if job.state not in ("Initiated", "Staging"):
         raise UsageError(
@@ -156,6 +158,7 @@ def stage_records(
 
 def queue_import(conn: Store, account: str, import_id: int, *, now: float) -> ImportJob:
     """Execute: a Staging import with records becomes Queued, for ``run_import`` to process."""
+    lock_account(conn, account)
     job = _require(conn, account, import_id)
     if job.state != "Staging":
         detail = "has no records" if job.state == "Initiated" else f"is already {job.state}"
@@ -208,6 +211,7 @@ def run_import_step(
     seconds (by ``monotonic``) have passed, at least one. The import becomes Processing, and
     Completed when its last record is done. A finished import is returned as it is."""
     with atomic(conn):
+        lock_account(conn, account)  # one step of an import at a time
         job = _require(conn, account, import_id)
         if _finished(job):
             return job

@@ -114,12 +114,19 @@ def prepare_profile(
     return profile
 
 
-def get_profile(conn: Store, account: str, profile_id: int) -> dict[str, Any] | None:
-    """The wire profile, or None when the account has no such profile."""
-    row = conn.execute(
-        "SELECT body FROM profiles WHERE service_client_id = ? AND profile_id = ?",
-        (account, profile_id),
-    ).fetchone()
+_GET_PROFILE = "SELECT body FROM profiles WHERE service_client_id = ? AND profile_id = ?"
+
+
+def get_profile(
+    conn: Store, account: str, profile_id: int, *, for_update: bool = False
+) -> dict[str, Any] | None:
+    """The wire profile, or None when the account has no such profile. ``for_update``: the
+    caller writes it next, in this transaction (on PostgreSQL its row is locked until then, so
+    two changes of one profile at once do not lose one; SQLite's write lock does that already)."""
+    sql = _GET_PROFILE
+    if for_update and conn.dialect == "postgresql":
+        sql = _GET_PROFILE + " FOR UPDATE"
+    row = conn.execute(sql, (account, profile_id)).fetchone()
     return _loads(row[0]) if row else None
 
 
