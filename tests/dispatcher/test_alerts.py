@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import mailbox
 import re
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from prefctl.dispatcher.transport import Reply, Request
 from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as store
 from prefctl.store import subscriptions
-from prefctl.store.db import transaction
+from prefctl.store.db import connect, transaction
 from prefctl.store.settings import update_settings
 from prefctl.store.timestamps import epoch
 from tests.dispatcher.engine_helpers import Rig, new_store, queue_events, record_of, set_settings
@@ -45,9 +46,9 @@ def body(alert: store.AlertRecord) -> str:
 class Harness:
     """A store with one alert-enabled subscription, a monitor and a fake clock."""
 
-    def __init__(self, tmp_path: Path, **settings: int) -> None:
+    def __init__(self, tmp_path: Path, location: str | None = None, /, **settings: int) -> None:
         self.tmp_path = tmp_path
-        self.conn = open_service_store(tmp_path / "emulator.db")
+        self.conn = open_service_store(location or tmp_path / "emulator.db")
         body = subscription_body("https://hooks.example/events", name="orders")
         body["Alerts"] = {"Enabled": True, "Recipients": [RECIPIENT]}
         self.subscription_id = add_subscription(self.conn, body)
@@ -103,8 +104,9 @@ class Harness:
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(tmp_path)
+def harness(tmp_path: Path, store_location: str) -> Iterator[Harness]:
+    """A harness on each backend (SQLite, PostgreSQL)."""
+    h = Harness(tmp_path, store_location)
     yield h
     h.conn.close()
 
@@ -591,3 +593,44 @@ def test_alert_subject_folded_after_its_colon_reads_back_without_a_leading_space
 
     entry = AlertEntry(parse_message(message.as_bytes(policy=default)), 0.0)
     assert entry.to_dict()["subject"] == subject
+
+
+def test_two_dispatchers_seeing_dead_letters_at_once_send_one_alert(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    # Two dispatchers on one PostgreSQL store, each with its own monitor and connection, each
+    # dead-letters a delivery of the same subscription at the same moment (AlertThresholdMin 1).
+    h = Harness(tmp_path, postgres_url)
+    other = connect(postgres_url)
+    monitors = [h.monitor, AlertMonitor(other, Mailer.for_data_dir(tmp_path), time_scale=1.0)]
+    start = threading.Barrier(len(monitors))
+
+    def dispatcher(monitor: AlertMonitor, n: int) -> None:
+        notice = DeadLetterNotice(
+            event_id=f"evt-{n}",
+            subscription_id=h.subscription_id,
+            reason="PayloadTooLarge",
+            attempts=1,
+            last_status=413,
+            last_error="HTTP 413",
+            first_attempt_at=h.clock.now(),
+            last_attempt_at=h.clock.now(),
+        )
+        start.wait()
+        monitor.dead_lettered(h.clock.now(), [notice])
+
+    threads = [
+        threading.Thread(target=dispatcher, args=(monitor, n)) for n, monitor in enumerate(monitors)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    [alert] = h.alerts()
+    assert alert.kind == "opened"
+    assert len(mailbox.mbox(tmp_path / MBOX_FILE)) == 1
+    incident = h.incident()
+    assert incident is not None
+    assert incident.dead_letters == 2
+    other.close()
+    h.conn.close()

@@ -18,7 +18,7 @@ from tests.dispatcher.engine_helpers import (
     states,
     subscribe,
 )
-from tests.helpers import run_cli
+from tests.helpers import free_port, run_cli
 
 
 @pytest.fixture
@@ -141,3 +141,44 @@ def test_dispatcher_tls_set_takes_cert_and_key_together(store: Path, tmp_path: P
     )  # fmt: skip
     assert result.exit_code == 2
     assert "go together" in result.stderr
+
+
+def test_dispatcher_run_on_postgresql_delivers_what_is_due(postgres_url: str) -> None:
+    with start_in_thread(ReceiverConfig(port=0, credentials=CREDENTIALS)) as receiver:
+        conn = new_store(postgres_url)
+        queue_events(conn, subscribe(conn, receiver.webhook_url), 3, at=time.time())
+        result = run_cli("dispatcher", "run", "--store", postgres_url, "--once", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json["delivered"] == 3
+    assert states(conn) == {"delivered": 3}
+    conn.close()
+
+
+def test_dispatcher_run_takes_its_store_from_prefctl_store(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_store(postgres_url).close()
+    monkeypatch.setenv("PREFCTL_STORE", postgres_url)
+    result = run_cli("dispatcher", "run", "--once")
+    assert result.exit_code == 0, result.stderr
+    assert f"dispatcher on {postgres_url}" in result.stderr
+
+
+def test_dispatcher_run_with_postgresql_unreachable_says_so_in_one_line_exit_5() -> None:
+    url = f"postgresql://prefctl@127.0.0.1:{free_port()}/prefctl"
+    result = run_cli("dispatcher", "run", "--store", url, "--once")
+    assert result.exit_code == 5
+    [line] = [text for text in result.stderr.splitlines() if text.startswith("error:")]
+    assert "cannot reach PostgreSQL at 127.0.0.1:" in line
+    assert "Traceback" not in result.stderr
+
+
+def test_dispatcher_run_with_a_wrong_password_exits_3_without_the_password(
+    postgres_password_url: str,
+) -> None:
+    from tests.fixtures.postgres import WRONG_PASSWORD
+
+    result = run_cli("dispatcher", "run", "--store", postgres_password_url, "--once")
+    assert result.exit_code == 3
+    assert "refused the credentials" in result.stderr
+    assert WRONG_PASSWORD not in result.stderr + result.stdout

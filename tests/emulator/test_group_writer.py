@@ -53,7 +53,7 @@ class _Slow:
 
 
 def _slow(ctx: EmulatorContext, seconds: float) -> _Slow:
-    return _Slow(seconds, ctx.store_path.parent / "slow-write-started")
+    return _Slow(seconds, Path(ctx.store_path).parent / "slow-write-started")
 
 
 async def _writer_is_in(slow: _Slow) -> None:

@@ -482,3 +482,15 @@ def test_add_deliveries_of_many_rows_keeps_order_and_holds(
     assert [tuple(r)[1:] for r in rows] == [
         ("held", None, None) if n % 3 == 0 else ("queued", T0 + 1, T0 + 1) for n in range(100)
     ]
+
+
+def test_release_orphans_gives_back_an_engines_leases_but_those_it_keeps(
+    conn: Store, subscription_id: int
+) -> None:
+    ids = _queue(conn, subscription_id, 4)
+    claim_due(conn, T0, 2, 60, "host:1:abcd:0")
+    claim_due(conn, T0, 1, 60, "host:1:abcd:1")
+    claim_due(conn, T0, 1, 60, "other:2:ef01:0")
+    assert deliveries.release_orphans(conn, "host:1:abcd:", [ids[1]]) == 2
+    assert [_state(conn, i)["state"] for i in ids] == ["queued", "in_flight", "queued", "in_flight"]
+    assert _state(conn, ids[3])["lease_owner"] == "other:2:ef01:0"

@@ -170,7 +170,7 @@ def test_postgres_store_without_the_driver_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
     with pytest.raises(ConfigError) as caught:
         connect("postgresql://me:pw@db.example/prefctl")
-    assert "prefctl[postgres]" in str(caught.value.hint)
+    assert "pip install '.[postgres]'" in str(caught.value.hint)
     assert "pw" not in str(caught.value)
 
 

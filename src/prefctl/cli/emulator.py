@@ -12,6 +12,7 @@ from prefctl.cli._context import State, get_state
 from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
+from prefctl.config import ENV_STORE
 from prefctl.dispatcher import mail
 from prefctl.errors import PrefctlError, UsageError
 
@@ -58,6 +59,18 @@ def start(
         int, typer.Option("--port", help="Port to listen on (0: any free port).")
     ] = 8750,
     data_dir: DataDirOption = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            envvar=ENV_STORE,
+            help="Serve a PostgreSQL database (postgresql://USER@HOST:PORT/DB) instead of the "
+            f"SQLite store in the data dir: a sandbox a team shares (env: {ENV_STORE}).",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
     tls_cert: Annotated[
         Path | None,
         typer.Option("--tls-cert", help="PEM server certificate: serve HTTPS.", show_default=False),
@@ -136,7 +149,7 @@ def start(
     max_header_bytes: limits_options.MaxHeaderBytesOption = limits_options.DEFAULT_MAX_HEADER_BYTES,
     max_connections: limits_options.MaxConnectionsOption = limits_options.DEFAULT_MAX_CONNECTIONS,
 ) -> None:
-    """Serve the token endpoint, JWKS and REST API on a SQLite store, and write profile 'local'.
+    """Serve the token endpoint, JWKS and REST API on a SQLite or PostgreSQL store; write profile 'local'.
 
     Prints one ready line on stdout; runs until Ctrl-C or SIGTERM (or detaches with --detach).
     Failure alerts go to alerts.mbox in the data dir, or by SMTP with --smtp-host.
@@ -153,6 +166,7 @@ def start(
         host=host,
         port=port,
         data_dir=data_dir,
+        store=_postgres_store(store),
         tls_cert=tls_cert,
         tls_key=tls_key,
         time_scale=time_scale,
@@ -449,6 +463,18 @@ def revoke(
             "revoked": True,
             "already_revoked": revocation.already_revoked,
         }
+    )
+
+
+def _postgres_store(store: str | None) -> str | None:
+    """``--store``: a PostgreSQL URL (a SQLite store is the data dir's: ``--data-dir``)."""
+    from prefctl.store.db import is_postgres_location
+
+    if store is None or is_postgres_location(store):
+        return store
+    raise UsageError(
+        f"--store takes a PostgreSQL URL (postgresql://USER@HOST:PORT/DB), not {store}",
+        hint="a SQLite store is the data dir's: pass --data-dir DIR",
     )
 
 

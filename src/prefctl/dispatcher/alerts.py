@@ -201,6 +201,7 @@ class AlertMonitor:
             return
         with self._lock:
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 rules = self._rules_cache()
                 for subscription_id, letters in waiting.items():
                     self._count(at, subscription_id, letters, rules)
@@ -217,6 +218,7 @@ class AlertMonitor:
             if not incidents.live_incidents(self.conn, ids):
                 return
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 for incident in incidents.live_incidents(self.conn, ids):
                     waiting = incident.state == "open" and (
                         incidents.unreported_batch(self.conn, incident.id) is not None
@@ -236,6 +238,7 @@ class AlertMonitor:
             if not incidents.has_work(self.conn):
                 return
             with transaction(self.conn):
+                incidents.lock_alerting(self.conn)
                 rules = self._rules_cache()
                 self._evaluate(at, rules)
                 for account in incidents.waiting_accounts(self.conn):

@@ -84,6 +84,7 @@ from prefctl.store.deliveries import (
     claim_due,
     record_results,
     release_claims,
+    release_orphans,
 )
 from prefctl.store.delivery_history import get_delivery
 from prefctl.store.timestamps import epoch, wire_time
@@ -116,7 +117,7 @@ class _Account:
 
     next_cycle_at: float = 0.0
     full: bool = False  # the last cycle claimed all it had room for: more may be due
-    idle: bool = False  # the last cycle claimed nothing and nothing of it is in flight
+    idle: bool = False  # the last cycle claimed nothing: a wake-up may start the next one now
     credentials: SigningCredentials | None = None
     verifier: Verifier | None = None
     timestamp: str = ""
@@ -232,6 +233,17 @@ class Engine:
             await self.close()
         return self.totals
 
+    async def _release_orphans(self) -> None:
+        """After a reconnection: a claim whose commit the engine never heard of (the connection
+        broke) leased deliveries it will never send; give them back now rather than when their
+        leases expire."""
+        if self._owner is None or self._inflight is None:
+            return
+        keep = self._inflight.leased() | {done.delivery_id for _, done in self._carried}
+        released = await self._in_store(release_orphans, self.conn, f"{self._owner.base}:", keep)
+        if released:
+            log.info("gave back %d deliveries claimed as the connection broke", released)
+
     async def _sweep(self) -> None:
         """Every ``SWEEP_SECONDS``, give back the leases of dead dispatchers on this host (a
         dispatcher beside this one was killed): they are retried now, not when they expire."""
@@ -245,8 +257,8 @@ class Engine:
 
     def wake(self) -> None:
         """Deliveries came due (a notification of the store: ``store/wakeups.py``): an account
-        that was idle (its last cycle claimed nothing, nothing of it in flight) starts its next
-        cycle now instead of at its next turn. Call it on the engine's loop."""
+        that was idle (its last cycle claimed nothing) starts its next cycle now instead of at
+        its next turn. Call it on the engine's loop."""
         self._woken.set()
 
     def _take_wake(self) -> None:
@@ -279,6 +291,7 @@ class Engine:
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
                 continue
             log.warning("reconnected to the store")
+            await self._release_orphans()
             return True
         return False
 
@@ -488,8 +501,9 @@ class Engine:
         plan.account.full = len(claimed) >= room and dispatcher_state.due_exists(
             self.conn, now, name
         )
-        assert self._inflight is not None
-        plan.account.idle = not claimed and not self._inflight.open_by_account[name]
+        # Nothing claimed: this cycle sent nothing, so the last one that did started a Duration
+        # or more ago, and a cycle woken early (``wake``) keeps cycles that send Duration apart.
+        plan.account.idle = not claimed
         return claimed
 
     async def _dispatch_all(

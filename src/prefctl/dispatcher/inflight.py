@@ -204,6 +204,10 @@ class InFlight:
                 expired.append(key)
         return results, late, expired
 
+    def leased(self) -> set[int]:
+        """The deliveries of the requests still awaiting their answer: leased to this engine."""
+        return {p.delivery.delivery_id for p in self._pending.values() if not p.timed_out}
+
     def abandon(self) -> tuple[list[int], set[str]]:
         """Forget every request: returns their keys and the lease owners of those that never
         got an answer within the timeout (their leases go back, no attempt spent)."""

@@ -90,9 +90,10 @@ class Revocation:
 
 
 @contextmanager
-def open_admin_store(data_dir: Path) -> Iterator[Store]:
-    """The data dir's store (created 0600 and migrated if needed), closed when the block ends."""
-    with open_store(ensure_private_store(data_dir)) as conn:
+def open_admin_store(data_dir: Path, store: str | None = None) -> Iterator[Store]:
+    """The data dir's store (created 0600 and migrated if needed), or the PostgreSQL database of
+    ``store`` (migrated if needed), closed when the block ends."""
+    with open_store(store or ensure_private_store(data_dir)) as conn:
         yield conn
 
 

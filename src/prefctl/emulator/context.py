@@ -41,7 +41,7 @@ class EmulatorContext:
     key owned by the feature that reads it.
     """
 
-    store_path: Path
+    store_path: Path | str  # a SQLite file, or a PostgreSQL database's URL
     base_url: str
     clock: Clock = field(default_factory=SystemClock)
     rng: random.Random = field(default_factory=random.Random)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prefctl.config import paths
+from prefctl.config import ENV_STORE, paths
 from prefctl.errors import (
     AuthError,
     NotFoundError,
@@ -219,6 +219,8 @@ def start_detached(
     fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     offset = os.lseek(fd, 0, os.SEEK_END)
     env = {k: v for k, v in os.environ.items() if k != "PREFCTL_OUTPUT"}
+    if config.store is not None:  # by the environment: a password in it stays out of ps
+        env[ENV_STORE] = config.store
     try:
         child = subprocess.Popen(
             argv,

@@ -16,6 +16,7 @@ the port, build the app, and, when ``config.config_path`` is set, write profile 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -88,8 +89,17 @@ class RunningEmulator:
         return self.context.token_url
 
     @property
-    def store_path(self) -> Path:
+    def store(self) -> Path | str:
+        """The store served: the SQLite file, or the PostgreSQL database's URL."""
         return self.context.store_path
+
+    @property
+    def store_path(self) -> Path:
+        """The SQLite store's file (an emulator on PostgreSQL has none: see ``store``)."""
+        location = self.context.store_path
+        if not isinstance(location, Path):
+            raise ValueError("this emulator serves a PostgreSQL store: it has no store file")
+        return location
 
     @property
     def running(self) -> bool:
@@ -152,7 +162,10 @@ def serve(
         check_free_space(data_dir)  # a full disk too, before the data dir is made
         with disk_full_refused():
             make_private_dir(data_dir, "the data folder")
-        with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
+        # A SQLite store is marked in use (emulator reset waits); a PostgreSQL one is the server's.
+        store = config.resolved_store()
+        using = contextlib.nullcontext() if config.store else in_use(store)
+        with daemon.holding_data_dir(data_dir), using:
             daemon.ensure_not_running(data_dir)  # one that started before locks existed
             _serve(config, data_dir, sock, on_ready)
     finally:
@@ -232,8 +245,9 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
     data_dir = config.resolved_data_dir()
     clock = config.clock or SystemClock()
     check_free_space(data_dir)
-    with admin.open_admin_store(data_dir) as conn:
-        _check_store(conn, data_dir)
+    with admin.open_admin_store(data_dir, config.store) as conn:
+        if config.store is None:  # a PostgreSQL store is the server's to keep sound
+            _check_store(conn, data_dir)
         boot = admin.bootstrap(conn, clock)
         client_ids = {client.client_id for client in admin.list_clients(conn, clock)}
     register_secret(boot.credentials.client_secret)
@@ -252,7 +266,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
         scheme = "https" if config.tls_cert else "http"
         url = f"{scheme}://{url_host(config.host)}:{sock.getsockname()[1]}"
         ctx = EmulatorContext(
-            store_path=paths.store_path(data_dir),
+            store_path=config.resolved_store(),
             base_url=url,
             clock=clock,
             rng=random.Random(config.seed),

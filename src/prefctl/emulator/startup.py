@@ -50,6 +50,8 @@ class EmulatorConfig:
     data dir. ``config_path`` is the ``profiles.toml`` that receives profile ``local`` (None: leave
     profiles alone). ``clock``, ``seed`` and ``settings`` are seams for tests and later features.
     ``smtp`` sends failure alerts by SMTP (None: into ``alerts.mbox`` in the data dir).
+    ``store`` is a PostgreSQL database's ``postgresql://`` URL to serve instead of the data dir's
+    SQLite store (the data dir still holds the pid file, the log and ``alerts.mbox``).
     """
 
     host: str = DEFAULT_HOST
@@ -65,9 +67,14 @@ class EmulatorConfig:
     settings: Mapping[str, Any] = field(default_factory=dict)
     smtp: SmtpSettings | None = None
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    store: str | None = None
 
     def resolved_data_dir(self) -> Path:
         return paths.resolve_data_dir(self.data_dir)
+
+    def resolved_store(self) -> Path | str:
+        """The store served: ``store`` when given, else the data dir's SQLite file."""
+        return self.store or paths.store_path(self.resolved_data_dir())
 
     def validate(self) -> None:
         """Raise UsageError (exit 2) for options that cannot work together."""

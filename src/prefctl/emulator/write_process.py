@@ -130,12 +130,12 @@ def _preload() -> None:
 
 def main(argv: Sequence[str]) -> int:
     """Serve batches for the store at ``argv[0]`` until stdin ends."""
-    from prefctl.store.db import connect
+    from prefctl.store.db import connect, is_postgres_location
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout carries frames only
-    conn = connect(Path(argv[0]))
+    conn = connect(argv[0] if is_postgres_location(argv[0]) else Path(argv[0]))
     _preload()
     try:
         while (jobs := read_frame(source)) is not None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from prefctl.store import Row, Store
 
 __all__ = [
+    "ALERTS_LOCK",
     "Batch",
     "CloseReason",
     "Incident",
@@ -36,6 +37,7 @@ __all__ = [
     "delete_reported",
     "has_work",
     "live_incidents",
+    "lock_alerting",
     "open_incident",
     "prune_unattached",
     "record_alert",
@@ -92,6 +94,19 @@ class Batch:
     last_at: float
     latest: PendingDeadLetter
     sample_event_ids: list[str]
+
+
+# A key of PostgreSQL's advisory locks: the alert work of every dispatcher on one store.
+ALERTS_LOCK = 0x70726566_616C7274  # "pref" "alrt"
+
+
+def lock_alerting(conn: Store) -> None:
+    """Inside a transaction: wait until no other dispatcher's alert work is under way, and keep
+    them waiting until this transaction ends. On PostgreSQL, where several dispatchers share the
+    store, two of them then never open two incidents for one subscription nor write one alert
+    twice; on SQLite the write transaction is exclusive already."""
+    if conn.dialect == "postgresql":
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (ALERTS_LOCK,))
 
 
 # -- incidents ------------------------------------------------------------------------------------

@@ -172,13 +172,17 @@ def list_alerts(
     since: float | None = None,
 ) -> list[AlertRecord]:
     """Alerts written, oldest first, filtered by subscription and creation time."""
-    rows = conn.execute(
-        "SELECT * FROM alert_messages"
-        " WHERE (:subscription IS NULL OR subscription_id = :subscription)"
-        " AND (:since IS NULL OR created_at >= :since) ORDER BY id",
-        {"subscription": subscription_id, "since": since},
-    )
-    return [_alert(row) for row in rows]
+    # Only the filters given (PostgreSQL cannot type a parameter that is only compared to NULL).
+    where = ["1 = 1"]
+    params: list[object] = []
+    if subscription_id is not None:
+        where.append("subscription_id = ?")
+        params.append(subscription_id)
+    if since is not None:
+        where.append("created_at >= ?")
+        params.append(since)
+    sql = f"SELECT * FROM alert_messages WHERE {' AND '.join(where)} ORDER BY id"  # noqa: S608
+    return [_alert(row) for row in conn.execute(sql, params)]
 
 
 # -- rows -----------------------------------------------------------------------------------------

@@ -230,16 +230,19 @@ def check_readable(conn: AnyStore) -> None:
         raise (store_error(exc) or exc) from exc
 
 
-def damage_found(path: Path, *, timeout: float = QUICK_CHECK_SECONDS) -> str | None:
+def damage_found(path: Path | str, *, timeout: float = QUICK_CHECK_SECONDS) -> str | None:
     """What SQLite's quick check finds damaged in the store at ``path`` (read only, on a
     connection of its own, bounded by ``timeout``); None when it reads as sound or could not be
-    checked in time. For a failure that may be the damage's doing."""
+    checked in time. For a failure that may be the damage's doing. A PostgreSQL store is the
+    server's to keep sound: None."""
+    if is_postgres_location(path):
+        return None
     try:
         conn = connect(path)
     except Exception as exc:  # any failure to open it is the answer
         return str(exc)
     try:
-        check_integrity(conn, path, timeout=timeout)
+        check_integrity(conn, Path(path), timeout=timeout)
     except Exception as exc:  # the quick check, or SQLite failing to run it
         return str(exc)
     finally:

@@ -56,6 +56,7 @@ __all__ = [
     "record_results",
     "release_claims",
     "release_held",
+    "release_orphans",
     "requeue",
 ]
 
@@ -597,6 +598,23 @@ def release_claims(conn: Store, owner: str) -> int:
             (owner,),
         )
     return cursor.rowcount
+
+
+def release_orphans(conn: Store, owner_prefix: str, keep: Iterable[int]) -> int:
+    """Give back the leases of the owners named ``owner_prefix…`` (one engine's cycles) on
+    deliveries other than ``keep``: the engine's connection broke as a claim committed, so it
+    never heard of those claims and will never send them. Returns how many."""
+    condition, ids = any_of(conn, "id", keep)
+    sql = f"{_ORPHANS} AND NOT {condition}"
+    with atomic(conn):
+        cursor = conn.execute(sql, (len(owner_prefix), owner_prefix, ids))
+    return cursor.rowcount
+
+
+_ORPHANS = (
+    "UPDATE deliveries SET state = 'queued', lease_owner = NULL, lease_until = NULL"
+    " WHERE state = 'in_flight' AND substr(lease_owner, 1, ?) = ?"
+)
 
 
 def hold_queued(conn: Store, subscription_id: int) -> int:

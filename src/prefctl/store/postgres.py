@@ -50,7 +50,10 @@ __all__ = [
 LOCK_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_SECONDS = 10
 
-_INSTALL_HINT = "install prefctl with its PostgreSQL extra: pip install 'prefctl[postgres]'"
+_INSTALL_HINT = (
+    "install prefctl with its PostgreSQL extra: pip install '.[postgres]' in prefctl's clone"
+    " (or the wheel with [postgres] after its name)"
+)
 
 
 def is_postgres_location(location: object) -> bool:
@@ -288,6 +291,7 @@ class PgStore:
     def __init__(self, conn: psycopg.Connection[Any], location: str) -> None:
         self._conn = conn
         self._url = location  # for ``reconnect``; never shown (``location`` is)
+        self._depth = 0  # the transactions and snapshots of ours open (``_revive``)
         self.location = redacted(location)
         self._lock = threading.RLock()
 
@@ -299,6 +303,7 @@ class PgStore:
         """Run one statement; the cursor reads its rows (``fetchone``, ``fetchall``, iteration;
         plain tuples with ``tuples``) and ``rowcount``. Without parameters the text may hold
         several statements."""
+        self._revive()
         text, values = _bound(sql, params)
         if tuples:
             from psycopg.rows import tuple_row
@@ -350,11 +355,13 @@ class PgStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[PgStore]:
+        self._revive()
         if self.in_transaction:
             with self._savepoint():
                 yield self
             return
         self.execute("BEGIN")
+        self._depth += 1
         try:
             yield self
             self.execute("COMMIT")
@@ -364,9 +371,12 @@ class PgStore:
             if translated is not exc:
                 raise translated from exc
             raise
+        finally:
+            self._depth -= 1
 
     def atomic(self) -> AbstractContextManager[object]:
         """A transaction of its own, or a part of the caller's when one is open."""
+        self._revive()
         return nullcontext() if self.in_transaction else self.transaction()
 
     def snapshot(self) -> AbstractContextManager[PgStore]:
@@ -376,10 +386,12 @@ class PgStore:
 
     @contextmanager
     def _snapshot(self) -> Iterator[PgStore]:
+        self._revive()
         if self.in_transaction:
             yield self
             return
         self.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._depth += 1
         try:
             yield self
         except BaseException as exc:
@@ -388,7 +400,10 @@ class PgStore:
             if translated is not exc:
                 raise translated from exc
             raise
-        self.execute("COMMIT")
+        else:
+            self.execute("COMMIT")
+        finally:
+            self._depth -= 1
 
     @contextmanager
     def _savepoint(self) -> Iterator[None]:
@@ -427,6 +442,13 @@ class PgStore:
         """Whether the connection broke (the server restarted or went out of reach): the
         transaction under way is gone, and ``reconnect`` makes a new connection."""
         return bool(self._conn.broken or self._conn.closed)
+
+    def _revive(self) -> None:
+        # Outside any transaction or snapshot of ours, a lost connection is replaced before the
+        # next statement (a server restart costs one failed statement, not the connection for
+        # good); inside one it is not: the block's statements must fail with their transaction.
+        if self._depth == 0 and self.lost():
+            self.reconnect()
 
     def reconnect(self) -> None:
         """Replace a lost connection with a new one to the same database (UnreachableError while
