@@ -264,9 +264,10 @@ def test_workers_a_killed_worker_is_reported_and_replaced_then_stop_leaves_no_pr
         assert started.proc.wait(30) == 0
         assert [pid for pid in everyone if alive(pid)] == []
         log = started.stderr.read_text()
-        assert f"API worker 1 of 2 (pid {victim}) was killed by SIGKILL; starting a new one" in (
-            log
-        ) or f"API worker 2 of 2 (pid {victim}) was killed by SIGKILL; starting a new one" in log
+        assert (
+            f"API worker 1 of 2 (pid {victim}) was killed by SIGKILL; starting a new one" in (log)
+            or f"API worker 2 of 2 (pid {victim}) was killed by SIGKILL; starting a new one" in log
+        )
         assert "Traceback" not in log
     finally:
         finish(started)

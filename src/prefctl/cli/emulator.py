@@ -84,7 +84,8 @@ def start(
             "--workers",
             metavar="N",
             help="API processes serving the port, each with its own connection limits; one "
-            "dispatcher in all. Meant for a PostgreSQL store (on SQLite they share one writer).",
+            "dispatcher in all. Meant for a PostgreSQL store: on SQLite they take turns on the "
+            "file's one write lock.",
         ),
     ] = 1,
     detach: Annotated[
