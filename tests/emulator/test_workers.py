@@ -238,6 +238,7 @@ def test_workers_concurrent_patches_through_both_workers_all_land(two_workers: S
 
 
 # -- failures and stopping -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_workers_a_killed_worker_is_reported_and_replaced_then_stop_leaves_no_process(
     tmp_path: Path,
 ) -> None:
@@ -273,6 +274,7 @@ def test_workers_a_killed_worker_is_reported_and_replaced_then_stop_leaves_no_pr
         finish(started)
 
 
+@pytest.mark.slow
 def test_workers_stop_by_themselves_when_the_supervisor_is_killed(tmp_path: Path) -> None:
     started = start(tmp_path)
     try:
