@@ -291,3 +291,60 @@ def test_workers_stop_by_themselves_when_the_supervisor_is_killed(tmp_path: Path
         )
     finally:
         finish(started)
+
+
+@pytest.mark.slow
+def test_workers_that_cannot_start_fail_the_start_with_their_one_line_error(
+    tmp_path: Path,
+) -> None:
+    from prefctl import certs
+
+    pki = tmp_path / "pki"
+    certs.init_ca(pki)
+    server = certs.issue_server(pki, "127.0.0.1")
+    other = certs.issue_client(pki, "other")
+    command = [*PREFCTL, "--config", str(tmp_path / "profiles.toml"), "emulator", "start"]
+    command += ["--port", "0", "--data-dir", str(tmp_path / "data"), "--workers", "2"]
+    command += ["--tls-cert", str(server.certificate), "--tls-key", str(other.private_key)]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: cannot use ")
+    assert done.stdout == ""
+    assert not (tmp_path / "profiles.toml").exists()  # written only once the workers serve
+    assert not (tmp_path / "data" / "emulator.pid").exists()
+
+
+@pytest.mark.slow
+def test_workers_detached_report_ready_and_stop_with_their_processes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    command = [*PREFCTL, "--config", str(tmp_path / "profiles.toml"), "-o", "json", "emulator"]
+    command += ["start", "--detach", "--workers", "2", "--port", str(free_port())]
+    command += ["--data-dir", str(data_dir)]
+    started = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert started.returncode == 0, started.stderr
+    ready = json.loads(started.stdout)
+    everyone = [int(ready["pid"]), *descendants(int(ready["pid"]))]
+    try:
+        assert ready["workers"] == 2
+        assert len(everyone) == 5
+
+        stopped = run_cli("emulator", "stop", "--data-dir", str(data_dir))
+
+        assert stopped.exit_code == 0, stopped.output
+        assert [pid for pid in everyone if alive(pid)] == []
+    finally:
+        for pid in everyone:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
