@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,3 +351,89 @@ def test_workers_detached_report_ready_and_stop_with_their_processes(tmp_path: P
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def socket_owner(port: int, candidates: list[int]) -> int | None:
+    """Which of ``candidates`` holds the TCP socket whose local port is ``port`` (/proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for pid in candidates:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return pid
+    return None
+
+
+@pytest.mark.slow
+def test_workers_deliveries_of_writes_through_every_worker_go_out_from_the_one_dispatcher(
+    tmp_path: Path,
+) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prefctl.clock import SystemClock
+    from prefctl.emulator import admin
+    from prefctl.store import subscriptions
+    from prefctl.store.db import transaction
+
+    senders: list[int | None] = []
+    event_ids: list[str] = []
+    everyone: list[int] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            senders.append(socket_owner(self.client_address[1], everyone))
+            event_ids.extend(e["EventId"] for e in (body if isinstance(body, list) else [body]))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    with admin.open_admin_store(tmp_path / "data") as conn:
+        account = admin.bootstrap(conn, SystemClock()).account.service_client_id
+        with transaction(conn):
+            record = subscriptions.create_subscription(
+                conn,
+                account,
+                {
+                    "Name": "workers",
+                    "Url": f"http://127.0.0.1:{receiver.server_address[1]}/hook",
+                    "State": "Active",
+                    "Subscriptions": [{"Entity": "Profile", "EventType": "profile.created"}],
+                },
+                actor="test",
+                now=time.time(),
+            )
+            subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=time.time())
+    started = start(tmp_path)
+    try:
+        everyone += [started.proc.pid, *descendants(started.proc.pid)]
+        workers = started.worker_pids()
+        clients = clients_on_each_worker(started.url, workers)
+        client_id, secret = started.credentials()
+        bearer = {"Authorization": f"Bearer {get_token(started.url, client_id, secret)}"}
+        for client in clients.values():
+            for _ in range(3):
+                made = client.post(
+                    f"{started.url}/api/v1/{account}/profiles", json={"Tags": []}, headers=bearer
+                )
+                assert made.status_code == 201, made.text
+
+        wait_until(lambda: len(event_ids) >= 6, timeout=60, what="six deliveries")
+
+        assert len(set(event_ids)) == 6
+        assert set(senders) == {started.proc.pid}  # the supervisor, never a worker
+    finally:
+        receiver.shutdown()
+        finish(started)
