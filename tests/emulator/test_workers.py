@@ -50,13 +50,19 @@ class Started:
         return local["client_id"], local["client_secret"]
 
 
-def start(home: Path, workers: int = 2) -> Started:
+def start(home: Path, workers: int = 2, *, own_group: bool = False) -> Started:
     data_dir, config, stderr = home / "data", home / "profiles.toml", home / "stderr.log"
     command = [*PREFCTL, "--config", str(config), "-o", "json", "emulator", "start"]
     command += ["--port", str(free_port()), "--data-dir", str(data_dir)]
     command += ["--workers", str(workers)]
     with stderr.open("w") as err:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=own_group,  # a process group of its own, as in a terminal
+        )
     try:
         ready = json.loads(read_line(proc, timeout=60))
     except BaseException:
@@ -273,6 +279,25 @@ def test_workers_a_killed_worker_is_reported_and_replaced_then_stop_leaves_no_pr
             or f"API worker 2 of 2 (pid {victim}) was killed by SIGKILL; starting a new one" in log
         )
         assert "Traceback" not in log
+    finally:
+        finish(started)
+
+
+@pytest.mark.slow
+def test_workers_ctrl_c_in_a_terminal_stops_every_process_with_exit_0(tmp_path: Path) -> None:
+    started = start(tmp_path, own_group=True)
+    try:
+        everyone = [started.proc.pid, *descendants(started.proc.pid)]
+        assert len(everyone) == 5
+
+        os.killpg(started.proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group
+
+        assert started.proc.wait(30) == 0
+        wait_until(lambda: not any(alive(pid) for pid in everyone), what="every process to exit")
+        log = started.stderr.read_text()
+        assert "Traceback" not in log
+        assert "ERROR" not in log  # no worker reported as dead: they were stopped
+        assert not (started.data_dir / "emulator.pid").exists()
     finally:
         finish(started)
 

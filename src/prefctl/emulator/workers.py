@@ -11,7 +11,8 @@ With ``--workers 1`` (the default) the emulator is one process (``emulator.serve
 - it runs the emulator's one dispatcher itself, writes the pid file (with the workers' pids) and
   profile ``local``, and reports ready;
 - SIGINT or SIGTERM (Ctrl-C, ``emulator stop``) stops every worker, waits for them (SIGKILL after
-  ``STOP_TIMEOUT_SECONDS``), then stops the dispatcher. Each worker also watches its stdin, a pipe
+  ``STOP_TIMEOUT_SECONDS``), then stops the dispatcher. The workers run in a process group of
+  their own, so a terminal's Ctrl-C reaches the supervisor only. Each worker also watches its stdin, a pipe
   from the supervisor: if the supervisor dies (even by SIGKILL), the pipe ends and the workers
   stop themselves, so no worker outlives it.
 - A worker that ends while the emulator serves is logged (which worker, its pid, its exit code or
@@ -320,6 +321,10 @@ class _Pool:
             stdout=subprocess.PIPE,
             pass_fds=(sock.fileno(),),
             env=child_environment(),
+            # A process group of its own: a terminal's Ctrl-C reaches the supervisor alone, which
+            # stops the workers in order, rather than every worker and writer process at once
+            # (one still importing when it arrives would die with a traceback).
+            process_group=0,
         )
         assert process.stdin is not None
         assert process.stdout is not None
