@@ -52,8 +52,19 @@ from prefctl.servers.server import run_server
 from prefctl.store import Store
 from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use
 
-__all__ = ["EmulatorConfig", "RunningEmulator", "serve", "start_in_thread"]  # and, for workers.py:
-# prepare, open_account, emulator_url, new_context, pid_record, make_server
+__all__ = [
+    "EmulatorConfig",
+    "Prepared",
+    "RunningEmulator",
+    "emulator_url",
+    "make_server",
+    "new_context",
+    "open_account",
+    "pid_record",
+    "prepare",
+    "serve",
+    "start_in_thread",
+]
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +158,6 @@ def serve(
     """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens.
     With ``config.workers`` above 1, this process supervises that many API processes and runs
     the dispatcher (``emulator.workers``)."""
-    from prefctl.emulator import workers
-
     config.validate()
     data_dir = config.resolved_data_dir()
     # Before the port: an emulator already serving this data dir holds it, and "already
@@ -156,6 +165,8 @@ def serve(
     daemon.ensure_not_running(data_dir)
     # A busy port fails before anything is created.
     if config.workers > 1:
+        from prefctl.emulator import workers
+
         sockets = workers.bind_workers(config.host, config.port, config.workers)
     else:
         sockets = [bind(config.host, config.port)]
@@ -166,7 +177,7 @@ def serve(
         with daemon.holding_data_dir(data_dir), in_use(paths.store_path(data_dir)):
             daemon.ensure_not_running(data_dir)  # one that started before locks existed
             if config.workers > 1:
-                workers.supervise(config, data_dir, sockets, on_ready)
+                workers.supervise(config, data_dir, sockets, on_ready)  # (imported above)
             else:
                 _serve(config, data_dir, sockets[0], on_ready)
     finally:
