@@ -92,5 +92,6 @@ def child_pids(pid: int | str) -> list[int]:
 
 
 def cpu_seconds(pid: int | str) -> float:
-    """CPU seconds so far of process ``pid`` and of its live children."""
-    return own_cpu_seconds(pid) + sum(own_cpu_seconds(child) for child in child_pids(pid))
+    """CPU seconds so far of process ``pid`` and of its live descendants (the emulator's writer
+    process; with ``--workers``, its API workers and theirs)."""
+    return own_cpu_seconds(pid) + sum(cpu_seconds(child) for child in child_pids(pid))

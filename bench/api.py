@@ -20,7 +20,7 @@ through ``serve_emulator``, which names the OS threads) and in the writer proces
 most of the samples (own time and inclusive), the profile that guided the hot-path work.
 
 Needs wrk on PATH. Run: ``.venv/bin/python bench/api.py [--duration 10] [--connections 16]
-[--json] [--no-dispatcher] [--py-spy /path/to/py-spy]``.
+[--json] [--no-dispatcher] [--workers N] [--py-spy /path/to/py-spy]``.
 """
 
 from __future__ import annotations
@@ -115,13 +115,14 @@ def prepare_store(data_dir: Path) -> dict[str, str]:
 
 
 def start_emulator(
-    data_dir: Path, port: int, config: Path, *, dispatcher: bool = True
+    data_dir: Path, port: int, config: Path, *, dispatcher: bool = True, workers: int = 1
 ) -> subprocess.Popen[bytes]:
     """``prefctl emulator start`` in its own process, through ``serve_emulator`` (below)."""
     env = {**os.environ, "PREFCTL_CONFIG": str(config)}
     command = [sys.executable, __file__, "--serve"]
     command += [] if dispatcher else ["--no-dispatcher"]
     command += ["--", "-q", "emulator", "start", "--port", str(port), "--data-dir", str(data_dir)]
+    command += ["--workers", str(workers)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -214,6 +215,7 @@ THREAD_GROUPS = (
     ("writer", "prefctl-writer"),  # the writer thread of earlier versions
 )
 WRITER_PROCESS = "writer process"
+WORKER_PROCESSES = "API worker processes"  # with --workers N: each serves the API
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
@@ -229,7 +231,13 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
         group = next((label for label, prefix in THREAD_GROUPS if name.startswith(prefix)), "other")
         spent[group] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     for child in child_pids(pid):
-        spent[WRITER_PROCESS] += own_cpu_seconds(child)
+        try:
+            worker = b"prefctl.emulator.workers" in Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue  # it ended
+        spent[WORKER_PROCESSES if worker else WRITER_PROCESS] += own_cpu_seconds(child)
+        if worker:
+            spent[WRITER_PROCESS] += sum(own_cpu_seconds(c) for c in child_pids(child))
     return dict(spent)
 
 
@@ -245,6 +253,9 @@ def serve_emulator(argv: list[str]) -> None:
         from prefctl.emulator import dispatcher_service as service
 
         service.register = lambda app, ctx: None
+        from prefctl.emulator import workers  # --workers N: the supervisor runs it
+
+        workers._start_dispatcher = lambda ctx: None  # type: ignore[attr-defined]
 
     def name_threads() -> None:
         named: set[int] = set()
@@ -336,6 +347,13 @@ def main() -> None:
     parser.add_argument("--connections", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="emulator start --workers N: API processes on the port (the dispatcher runs in the "
+        "supervising process, whose threads are then the ones named by thread)",
+    )
+    parser.add_argument(
         "--no-dispatcher",
         action="store_true",
         help="run the emulator without its embedded dispatcher (by default it runs, as with "
@@ -353,7 +371,11 @@ def main() -> None:
         creds = prepare_store(data_dir)
         port = free_port()
         server = start_emulator(
-            data_dir, port, tmp / "profiles.toml", dispatcher=not options.no_dispatcher
+            data_dir,
+            port,
+            tmp / "profiles.toml",
+            dispatcher=not options.no_dispatcher,
+            workers=options.workers,
         )
         try:
             base = f"http://127.0.0.1:{port}"
@@ -444,7 +466,10 @@ def main() -> None:
             )
         )
         return
-    print(f"profile PATCH with event generation and fan-out to {SUBSCRIPTIONS} subscriptions")
+    print(
+        f"profile PATCH with event generation and fan-out to {SUBSCRIPTIONS} subscriptions, "
+        f"{options.workers} API worker(s)"
+    )
     print(
         f"{'conns':>5} {'PATCH/s':>8} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'non2xx':>6}"
         f" {'events/PATCH':>12} {'deliv/PATCH':>11} {'cpu ms/PATCH':>12}"

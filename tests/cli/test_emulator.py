@@ -89,6 +89,7 @@ def test_start_foreground_prints_one_ready_line_and_stops_cleanly_on_sigterm(
         "data_dir": os.environ["PREFCTL_DATA_DIR"],
         "profile": "local",
         "pid": proc.pid,
+        "workers": 1,
     }
     config = tomllib.loads(config_path.read_text())
     local = config["profiles"]["local"]
@@ -304,6 +305,8 @@ def test_detach_then_status_then_stop(config_path: Path) -> None:
             "url": ready["url"],
             "pid": pid,
             "data_dir": str(data_dir),
+            "workers": 1,
+            "worker_pids": [pid],
         }
         assert run_cli("emulator", "status").stdout.startswith("running at ")
 

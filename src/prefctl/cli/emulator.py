@@ -95,6 +95,16 @@ def start(
             "bytes (raw) or of its hex text (hex), to play a deployment that signs that way.",
         ),
     ] = "raw",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="API processes serving the port, each with its own connection limits; one "
+            "dispatcher in all. Meant for a PostgreSQL store: on SQLite they take turns on the "
+            "file's one write lock.",
+        ),
+    ] = 1,
     detach: Annotated[
         bool,
         typer.Option("--detach", help="Run in the background; its log goes to the data dir."),
@@ -173,6 +183,7 @@ def start(
         signature_encoding=signature_encoding,
         config_path=config_path(state.config_flag),
         smtp=smtp,
+        workers=workers,
         limits=limits_options.connection_limits(
             header_timeout, body_timeout, max_header_bytes, max_connections
         ),
@@ -218,8 +229,10 @@ def _print_ready(state: State, record: dict[str, Any]) -> None:
     if state.json:
         state.out.json_line(record)
     else:
+        workers = record.get("workers", 1)
+        shown = f", {workers} API workers" if workers > 1 else ""
         state.out.line(
-            f"emulator ready at {record['url']} (pid {record['pid']}, profile "
+            f"emulator ready at {record['url']} (pid {record['pid']}{shown}, profile "
             f"{record['profile']}, data {record['data_dir']})"
         )
 
@@ -234,7 +247,8 @@ def status(data_dir: DataDirOption = None) -> None:
     if state.json:
         state.out.json(current.as_dict())
     elif current.state == "running":
-        state.out.line(f"running at {current.url} (pid {current.pid})")
+        workers = f", {current.workers} API workers" if (current.workers or 1) > 1 else ""
+        state.out.line(f"running at {current.url} (pid {current.pid}{workers})")
     elif current.state == "unresponsive":
         state.out.line(f"not answering at {current.url} (pid {current.pid} is alive)")
     else:

@@ -70,13 +70,19 @@ def create_app(ctx: EmulatorContext) -> FastAPI:
             except StoreError as exc:
                 fault = f"the store cannot be read: {exc.reason}"
         if fault is not None:
-            unavailable = {"status": "unavailable", "reason": fault, "pid": os.getpid()}
+            unavailable = {
+                "status": "unavailable",
+                "reason": fault,
+                "pid": ctx.pid,
+                "worker_pid": os.getpid(),
+            }
             return JSONResponse(unavailable, status_code=503)
         return JSONResponse(
             {
                 "status": "ready",
                 "version": __version__,
-                "pid": os.getpid(),
+                "pid": ctx.pid,
+                "worker_pid": os.getpid(),
                 "auth_url": ctx.auth_url,
                 "api_url": ctx.api_url,
             }

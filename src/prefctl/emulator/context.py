@@ -6,6 +6,7 @@ source, the time scale and the public URLs) and the background ``Service``s it r
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections.abc import Callable
@@ -50,6 +51,9 @@ class EmulatorContext:
     # deployment's choice the emulator can play (``emulator start --signature-encoding``).
     signature_encoding: str = "raw"
     settings: dict[str, Any] = field(default_factory=dict)
+    # The emulator's pid, which ``/healthz`` reports: this process's, or in an API worker of
+    # ``emulator start --workers N`` the supervising process's (``emulator.workers``).
+    pid: int = field(default_factory=os.getpid)
     services: list[Service] = field(default_factory=list)
     # Why the store cannot serve, once a request found it damaged (``/healthz`` then says 503).
     store_fault: str | None = None

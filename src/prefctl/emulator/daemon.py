@@ -56,6 +56,9 @@ class PidRecord:
     started_at: str
     ca_bundle: str | None = None
     profile: str | None = "local"
+    # The API processes (``--workers``) and their pids; one worker is the emulator itself.
+    workers: int = 1
+    worker_pids: list[int] | None = None
 
     def ready_record(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class PidRecord:
             "data_dir": self.data_dir,
             "profile": self.profile,
             "pid": self.pid,
+            "workers": self.workers,
         }
 
 
@@ -77,6 +81,8 @@ class EmulatorStatus:
     data_dir: Path
     pid: int | None = None
     url: str | None = None
+    workers: int | None = None
+    worker_pids: tuple[int, ...] = ()
 
     @property
     def running(self) -> bool:
@@ -89,6 +95,8 @@ class EmulatorStatus:
             "url": self.url,
             "pid": self.pid,
             "data_dir": str(self.data_dir),
+            "workers": self.workers,
+            "worker_pids": list(self.worker_pids),
         }
 
 
@@ -119,12 +127,13 @@ def status(data_dir: Path, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> Emulato
     record = read_pid_file(data_dir)
     if record is None:
         return EmulatorStatus("stopped", data_dir)
+    workers = record.workers, tuple(record.worker_pids or (record.pid,))
     if _alive(record.pid) and _answers(record, timeout):
-        return EmulatorStatus("running", data_dir, record.pid, record.url)
+        return EmulatorStatus("running", data_dir, record.pid, record.url, *workers)
     if not _alive(record.pid) or _looks_like_emulator(record.pid) is False:
         paths.pid_path(data_dir).unlink(missing_ok=True)
         return EmulatorStatus("stopped", data_dir)
-    return EmulatorStatus("unresponsive", data_dir, record.pid, record.url)
+    return EmulatorStatus("unresponsive", data_dir, record.pid, record.url, *workers)
 
 
 def serves(store: Path) -> bool:
@@ -211,6 +220,7 @@ def start_detached(
     argv += ["emulator", "start", "--host", config.host, "--port", str(config.port)]
     argv += ["--data-dir", str(data_dir), "--time-scale", repr(config.time_scale)]
     argv += ["--signature-encoding", config.signature_encoding]
+    argv += ["--workers", str(config.workers)]
     if config.tls_cert is not None and config.tls_key is not None:
         argv += ["--tls-cert", str(config.tls_cert), "--tls-key", str(config.tls_key)]
     argv += config.limits.cli_args()

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prefctl.emulator.write_process import FrameReader, encode
+from prefctl.emulator.write_process import FrameReader, child_environment, encode
 
 __all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError"]
 
@@ -65,13 +65,11 @@ class _Child:
 
     def __init__(self, store_path: str, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        # The child imports what jobs pickle by reference from where this process does.
-        path = os.pathsep.join(entry for entry in sys.path if entry)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "prefctl.emulator.write_process", store_path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": path},
+            env=child_environment(),
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None

@@ -53,7 +53,19 @@ from prefctl.servers.server import run_server
 from prefctl.store import Store
 from prefctl.store.db import QUICK_CHECK_SECONDS, check_integrity, in_use
 
-__all__ = ["EmulatorConfig", "RunningEmulator", "serve", "start_in_thread"]
+__all__ = [
+    "EmulatorConfig",
+    "Prepared",
+    "RunningEmulator",
+    "emulator_url",
+    "make_server",
+    "new_context",
+    "open_account",
+    "pid_record",
+    "prepare",
+    "serve",
+    "start_in_thread",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +85,7 @@ class RunningEmulator:
     profile: str | None = PROFILE_NAME
     config_path: Path | None = None
     ca_bundle: Path | None = None
+    workers: int = 1  # API processes (``emulator.workers``)
     _server: Any = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -127,6 +140,7 @@ class RunningEmulator:
             "data_dir": str(self.data_dir),
             "profile": self.profile,
             "pid": self.pid,
+            "workers": self.workers,
         }
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -141,7 +155,7 @@ class RunningEmulator:
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     running: RunningEmulator
     uvicorn_config: Any
     sock: socket.socket
@@ -151,13 +165,21 @@ class _Prepared:
 def serve(
     config: EmulatorConfig, *, on_ready: Callable[[RunningEmulator], None] | None = None
 ) -> None:
-    """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens."""
+    """Run the emulator in this process until SIGINT or SIGTERM; ``on_ready`` once it listens.
+    With ``config.workers`` above 1, this process supervises that many API processes and runs
+    the dispatcher (``emulator.workers``)."""
     config.validate()
     data_dir = config.resolved_data_dir()
     # Before the port: an emulator already serving this data dir holds it, and "already
     # running (pid, URL)" says more than "port in use".
     daemon.ensure_not_running(data_dir)
-    sock = bind(config.host, config.port)  # a busy port fails before anything is created
+    # A busy port fails before anything is created.
+    if config.workers > 1:
+        from prefctl.emulator import workers
+
+        sockets = workers.bind_workers(config.host, config.port, config.workers)
+    else:
+        sockets = [bind(config.host, config.port)]
     try:
         check_free_space(data_dir)  # a full disk too, before the data dir is made
         with disk_full_refused():
@@ -167,9 +189,13 @@ def serve(
         using = contextlib.nullcontext() if config.store else in_use(store)
         with daemon.holding_data_dir(data_dir), using:
             daemon.ensure_not_running(data_dir)  # one that started before locks existed
-            _serve(config, data_dir, sock, on_ready)
+            if config.workers > 1:
+                workers.supervise(config, data_dir, sockets, on_ready)  # (imported above)
+            else:
+                _serve(config, data_dir, sockets[0], on_ready)
     finally:
-        sock.close()
+        for sock in sockets:
+            sock.close()
 
 
 def _serve(
@@ -178,20 +204,20 @@ def _serve(
     sock: socket.socket,
     on_ready: Callable[[RunningEmulator], None] | None,
 ) -> None:
-    prepared = _prepare(config, sock)
+    prepared = prepare(config, sock)
     running = prepared.running
 
     def started() -> None:
         if on_ready is not None:
             on_ready(running)
 
-    server = _make_server(prepared.uvicorn_config, started)
+    server = make_server(prepared.uvicorn_config, started)
     running._server = server
     try:
         # Before the server starts, which would log a failure here (a full disk) as a traceback;
         # the socket listens already, so ``status`` finds it answering at once.
         with disk_full_refused():
-            daemon.write_pid_file(data_dir, _pid_record(running))
+            daemon.write_pid_file(data_dir, pid_record(running))
         run_server(server, [prepared.sock], prepared.connections)
     finally:
         daemon.remove_pid_file(data_dir, os.getpid())
@@ -205,10 +231,12 @@ def start_in_thread(
 ) -> RunningEmulator:
     """Start the emulator on a background thread of this process; returns once it listens."""
     config.validate()
-    prepared = _prepare(config, bind(config.host, config.port))
+    if config.workers != 1:
+        raise UsageError("an emulator started in a thread serves with one worker")
+    prepared = prepare(config, bind(config.host, config.port))
     running = prepared.running
     ready = threading.Event()
-    server = _make_server(prepared.uvicorn_config, ready.set)
+    server = make_server(prepared.uvicorn_config, ready.set)
 
     def run() -> None:
         try:
@@ -227,27 +255,34 @@ def start_in_thread(
     return running
 
 
-def _prepare(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
-    """Everything but serving, on the socket bound already (closed if this fails)."""
+def prepare(
+    config: EmulatorConfig, sock: socket.socket, *, emulator_pid: int | None = None
+) -> Prepared:
+    """Everything but serving, on the socket bound already (closed if this fails).
+    ``emulator_pid`` is given in an API worker: the supervisor's pid, which ``/healthz`` reports
+    as the emulator's (the worker then leaves the store check and profile ``local`` to it)."""
     try:
         with disk_full_refused():
-            return _prepare_on(config, sock)
+            return _prepare_on(config, sock, emulator_pid)
     except BaseException:
         sock.close()
         raise
 
 
-def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
-    import uvicorn
-
-    from prefctl.emulator import admin, oauth
+def open_account(
+    config: EmulatorConfig, *, check: bool = True
+) -> tuple[LocalAccount, bool, set[str]]:
+    """The store's account (created and seeded on first use; the store checked first unless
+    ``check`` is false), whether it was created now, and the ids of the store's clients (the
+    profiles to point at this emulator); its secrets are registered for redaction."""
+    from prefctl.emulator import admin
 
     data_dir = config.resolved_data_dir()
-    clock = config.clock or SystemClock()
     check_free_space(data_dir)
     with admin.open_admin_store(data_dir, config.store) as conn:
-        if config.store is None:  # a PostgreSQL store is the server's to keep sound
+        if check and config.store is None:  # a PostgreSQL store is the server's to keep sound
             _check_store(conn, data_dir)
+        clock = config.clock or SystemClock()
         boot = admin.bootstrap(conn, clock)
         client_ids = {client.client_id for client in admin.list_clients(conn, clock)}
     register_secret(boot.credentials.client_secret)
@@ -261,19 +296,41 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
         signature_user_id=boot.account.signature_user_id,
         environment=boot.account.environment,
     )
+    return account, boot.created, client_ids
+
+
+def emulator_url(config: EmulatorConfig, sock: socket.socket) -> str:
+    """The public ``scheme://host:port`` of an emulator listening on ``sock``."""
+    scheme = "https" if config.tls_cert else "http"
+    return f"{scheme}://{url_host(config.host)}:{sock.getsockname()[1]}"
+
+
+def new_context(config: EmulatorConfig, url: str, *, pid: int | None = None) -> EmulatorContext:
+    """The context of an emulator at ``url`` with ``config``'s options."""
+    return EmulatorContext(
+        store_path=config.resolved_store(),
+        base_url=url,
+        clock=config.clock or SystemClock(),
+        rng=random.Random(config.seed),
+        time_scale=config.time_scale,
+        signature_encoding=config.signature_encoding,
+        settings={**config.settings, SMTP_SETTING: config.smtp},
+        pid=pid if pid is not None else os.getpid(),
+    )
+
+
+def _prepare_on(config: EmulatorConfig, sock: socket.socket, emulator_pid: int | None) -> Prepared:
+    import uvicorn
+
+    from prefctl.emulator import oauth
+
+    data_dir = config.resolved_data_dir()
+    worker = emulator_pid is not None
+    account, created, client_ids = open_account(config, check=not worker)
     ctx: EmulatorContext | None = None
     try:
-        scheme = "https" if config.tls_cert else "http"
-        url = f"{scheme}://{url_host(config.host)}:{sock.getsockname()[1]}"
-        ctx = EmulatorContext(
-            store_path=config.resolved_store(),
-            base_url=url,
-            clock=clock,
-            rng=random.Random(config.seed),
-            time_scale=config.time_scale,
-            signature_encoding=config.signature_encoding,
-            settings={**config.settings, SMTP_SETTING: config.smtp},
-        )
+        url = emulator_url(config, sock)
+        ctx = new_context(config, url, pid=emulator_pid)
         app = create_app(ctx)
         connections = ConnectionRegistry(config.limits)
         oauth.key_ring(ctx)  # create the signing key now rather than on the first request
@@ -295,7 +352,7 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
         )
         _load_tls(server_config, config)
         ca_bundle = ca_bundle_for(config.tls_cert) if config.tls_cert else None
-        if config.config_path is not None:
+        if config.config_path is not None and not worker:
             write_local_profile(
                 config.config_path,
                 auth_url=ctx.auth_url,
@@ -313,13 +370,13 @@ def _prepare_on(config: EmulatorConfig, sock: socket.socket) -> _Prepared:
         data_dir=data_dir,
         account=account,
         context=ctx,
-        pid=os.getpid(),
-        created=boot.created,
+        pid=ctx.pid,
+        created=created,
         profile=PROFILE_NAME if config.config_path is not None else None,
         config_path=config.config_path,
         ca_bundle=ca_bundle,
     )
-    return _Prepared(running, server_config, sock, connections)
+    return Prepared(running, server_config, sock, connections)
 
 
 def _check_store(conn: Store, data_dir: Path) -> None:
@@ -346,7 +403,8 @@ def _load_tls(server_config: Any, config: EmulatorConfig) -> None:
         ) from None
 
 
-def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
+def pid_record(running: RunningEmulator, worker_pids: tuple[int, ...] = ()) -> daemon.PidRecord:
+    """What ``emulator.pid`` says of ``running`` (and of its API workers, if it has them)."""
     return daemon.PidRecord(
         pid=running.pid,
         url=running.url,
@@ -356,10 +414,12 @@ def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
         ca_bundle=str(running.ca_bundle) if running.ca_bundle else None,
         profile=running.profile,
         started_at=utc_timestamp(running.context.clock.now()),
+        workers=max(1, len(worker_pids)),
+        worker_pids=list(worker_pids) or [running.pid],
     )
 
 
-def _make_server(server_config: Any, on_started: Callable[[], None]) -> Any:
+def make_server(server_config: Any, on_started: Callable[[], None]) -> Any:
     from prefctl.servers.server import quiet_server
 
     # SIGTERM and Ctrl-C are the normal way to stop the emulator, and it exits 0.

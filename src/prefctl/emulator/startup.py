@@ -29,6 +29,7 @@ from prefctl.webhooks.signature import RAW, check_encoding
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "MAX_WORKERS",
     "MIN_FREE_BYTES",
     "EmulatorConfig",
     "bind",
@@ -40,6 +41,8 @@ __all__ = [
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
+# API worker processes at most: each is a whole API server with a writer process of its own.
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class EmulatorConfig:
     smtp: SmtpSettings | None = None
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     store: str | None = None
+    # API processes serving the port (``emulator.workers``); 1 serves everything in this process.
+    workers: int = 1
 
     def resolved_data_dir(self) -> Path:
         return paths.resolve_data_dir(self.data_dir)
@@ -80,6 +85,8 @@ class EmulatorConfig:
         """Raise UsageError (exit 2) for options that cannot work together."""
         if not 0 <= self.port <= 65535:
             raise UsageError(f"port must be 0 to 65535, not {self.port}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise UsageError(f"--workers must be 1 to {MAX_WORKERS}, not {self.workers}")
         check_time_scale(self.time_scale)
         check_encoding(self.signature_encoding)
         problem = self.limits.problem()
@@ -158,7 +165,9 @@ def probe_port(host: str, port: int) -> None:
         bind(host, port).close()
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A socket listening on ``host:port``; ``reuse_port`` sets ``SO_REUSEPORT`` first, so that
+    the API workers' sockets can share the port (``emulator.workers`` says why)."""
     from prefctl.servers.server import cannot_listen
 
     try:
@@ -169,6 +178,8 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:

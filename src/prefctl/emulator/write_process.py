@@ -28,11 +28,21 @@ from typing import IO, Any
 
 from prefctl.store import Store
 
-__all__ = ["FrameReader", "encode", "main", "read_frame", "run_batch"]
+__all__ = ["FrameReader", "child_environment", "encode", "main", "read_frame", "run_batch"]
 
 _HEADER = struct.Struct(">I")
 
 Outcome = tuple[bool, Any]
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a child ``python -m prefctl…`` process: this one's, with ``sys.path``
+    as ``PYTHONPATH``, so that it imports what is pickled to it by reference from where this
+    process does."""
+    import os
+
+    path = os.pathsep.join(entry for entry in sys.path if entry)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def encode(value: object) -> bytes:
