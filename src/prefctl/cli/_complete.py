@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 COMPLETE_VAR = "_PREFCTL_COMPLETE"  # set by the completion script Typer installs
 
@@ -56,18 +58,18 @@ def _matching(values: list[str], incomplete: str) -> list[str]:
 
 
 def _store(ctx: Any) -> Path | str:
-    """The store a command acts on: its ``--store`` when typed (a path, or a PostgreSQL URL as
-    it is), else the emulator's."""
-    from prefctl.store.postgres import is_postgres_location
+    """The store a command acts on, as the command finds it (``_delivery_options.store_location``):
+    its ``--store`` when typed or in ``PREFCTL_STORE`` (a path, or a PostgreSQL URL as it is),
+    else the PostgreSQL database the emulator of the data dir serves, else its SQLite file."""
+    from prefctl.cli._delivery_options import store_location
+    from prefctl.config import ENV_STORE
 
-    chosen = getattr(ctx, "params", {}).get("store")
-    if is_postgres_location(chosen):
-        return str(chosen)
-    if chosen:
-        return Path(chosen).expanduser()
-    from prefctl.config.paths import resolve_data_dir, store_path
-
-    return store_path(resolve_data_dir(None))
+    params = getattr(ctx, "params", {})
+    chosen = params.get("store") or os.environ.get(ENV_STORE) or None
+    try:
+        return store_location(chosen, params.get("data_dir"))
+    except Exception:  # a data dir that cannot be resolved: no store, nothing to offer
+        return ""
 
 
 def profile_names(incomplete: str) -> list[str]:
