@@ -40,7 +40,7 @@ class Sandbox:
         while not self.receiver.verdicts.empty():
             verdict = self.receiver.verdicts.get()
             assert verdict.signature == "valid"
-            seen.append(verdict.event_id)
+            seen.append(str(verdict.event_id))
         return seen
 
 
