@@ -248,3 +248,17 @@ def test_without_a_running_emulator_the_default_store_is_the_data_dirs_file(
     assert result.exit_code == 2
     assert f"no store at {data_dir}" in result.stderr
     assert os.environ.get("PREFCTL_STORE") is None
+
+
+def test_deadletters_export_and_purge_act_on_the_store_given(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    exported = tmp_path / "dead.ndjson"
+
+    export = run_cli("deadletters", "export", "--store", sandbox.store, "--file", exported)
+    purge = run_cli("deadletters", "purge", "--all", "--yes", "--store", sandbox.store)
+
+    assert export.exit_code == 0, export.stderr
+    assert event_id(1) in exported.read_text(encoding="utf-8")
+    assert purge.exit_code == 0, purge.stderr
+    assert run_cli("deadletters", "list", "--store", sandbox.store, "-o", "json").json == []

@@ -3,9 +3,10 @@ offered for options and arguments: profile names, subscription names and Ids, ev
 letters' EventIds, delivery ids, ProfileIds.
 
 A TAB runs prefctl with the words in the environment; ``app.build_app`` reads them here to build
-only the command group being completed. Each value reads only local files (``profiles.toml``, the
-emulator's store) and gives no values rather than an error: a completion must never print a
-traceback into the prompt.
+only the command group being completed. Each value reads ``profiles.toml`` or the store the
+command would act on (``--store``, ``PREFCTL_STORE``, else the emulator's: its PostgreSQL database
+when it runs on one, else its SQLite file) and gives no values rather than an error: a completion
+must never print a traceback into the prompt.
 """
 
 from __future__ import annotations
