@@ -3,17 +3,20 @@ offered for options and arguments: profile names, subscription names and Ids, ev
 letters' EventIds, delivery ids, ProfileIds.
 
 A TAB runs prefctl with the words in the environment; ``app.build_app`` reads them here to build
-only the command group being completed. Each value reads only local files (``profiles.toml``, the
-emulator's store) and gives no values rather than an error: a completion must never print a
-traceback into the prompt.
+only the command group being completed. Each value reads ``profiles.toml`` or the store the
+command would act on (``--store``, ``PREFCTL_STORE``, else the emulator's: its PostgreSQL database
+when it runs on one, else its SQLite file) and gives no values rather than an error: a completion
+must never print a traceback into the prompt.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 COMPLETE_VAR = "_PREFCTL_COMPLETE"  # set by the completion script Typer installs
 
@@ -56,18 +59,18 @@ def _matching(values: list[str], incomplete: str) -> list[str]:
 
 
 def _store(ctx: Any) -> Path | str:
-    """The store a command acts on: its ``--store`` when typed (a path, or a PostgreSQL URL as
-    it is), else the emulator's."""
-    from prefctl.store.postgres import is_postgres_location
+    """The store a command acts on, as the command finds it (``_delivery_options.store_location``):
+    its ``--store`` when typed or in ``PREFCTL_STORE`` (a path, or a PostgreSQL URL as it is),
+    else the PostgreSQL database the emulator of the data dir serves, else its SQLite file."""
+    from prefctl.cli._delivery_options import store_location
+    from prefctl.config import ENV_STORE
 
-    chosen = getattr(ctx, "params", {}).get("store")
-    if is_postgres_location(chosen):
-        return str(chosen)
-    if chosen:
-        return Path(chosen).expanduser()
-    from prefctl.config.paths import resolve_data_dir, store_path
-
-    return store_path(resolve_data_dir(None))
+    params = getattr(ctx, "params", {})
+    chosen = params.get("store") or os.environ.get(ENV_STORE) or None
+    try:
+        return store_location(chosen, params.get("data_dir"))
+    except Exception:  # a data dir that cannot be resolved: no store, nothing to offer
+        return ""
 
 
 def profile_names(incomplete: str) -> list[str]:

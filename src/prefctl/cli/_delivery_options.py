@@ -29,15 +29,19 @@ DataDirOption = Annotated[
 ]
 
 
+# The store an operator command acts on (``deliveries``, ``deadletters``, ``replay``, ``alerts``,
+# ``dispatcher tls``): a SQLite file or a PostgreSQL database, as ``dispatcher run`` takes it.
 StoreOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
-        metavar="PATH",
-        help=f"SQLite store to act on (default: the emulator's store in its data dir; "
-        f"env: {ENV_DATA_DIR}).",
+        metavar="PATH|URL",
+        envvar=ENV_STORE,
+        help="Store to act on: a SQLite file, or a PostgreSQL database "
+        f"(postgresql://USER@HOST:PORT/DB) (env: {ENV_STORE}; default: the store of the emulator "
+        f"in the data dir, env: {ENV_DATA_DIR}).",
         show_default=False,
-        dir_okay=False,
+        show_envvar=False,
     ),
 ]
 # The store of a long-running server (``dispatcher run``): a SQLite file or a PostgreSQL database.
@@ -54,6 +58,30 @@ StoreLocationOption = Annotated[
         show_envvar=False,
     ),
 ]
+
+
+def chosen_store(store: str | None, data_dir: Path | None = None) -> Path | str | None:
+    """The store ``--store`` (or ``PREFCTL_STORE``, which Typer reads into it) names, else the
+    PostgreSQL database the emulator serving from the data dir serves (its pid file records the
+    URL without a password: libpq's PGPASSWORD or ~/.pgpass give it). None: neither, so the data
+    dir's SQLite file (``store_location``)."""
+    from prefctl.dispatcher.operations import resolve_store_location
+
+    if store:
+        return resolve_store_location(store)
+    from prefctl.config.paths import resolve_data_dir
+    from prefctl.emulator import daemon
+
+    return daemon.served_store(resolve_data_dir(data_dir))
+
+
+def store_location(store: str | None, data_dir: Path | None = None) -> Path | str:
+    """The store a command acts on: ``chosen_store``, else the emulator's SQLite file."""
+    from prefctl.dispatcher.operations import resolve_store
+
+    return chosen_store(store, data_dir) or resolve_store(None, data_dir)
+
+
 SubscriptionRefOption = Annotated[
     str | None,
     typer.Option(
@@ -105,16 +133,16 @@ UntilOption = Annotated[
 ]
 
 
-def subscription_id(store: Path | None, ref: str | None) -> int | None:
+def subscription_id(store: Path | str, ref: str | None) -> int | None:
     """The Id a ``--subscription NAME|ID`` names in the store (None when not given)."""
     if ref is None:
         return None
     if ref.strip().isdigit():
         return int(ref)
-    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.dispatcher.operations import open_existing_store
     from prefctl.store.subscriptions import id_of
 
-    with open_existing_store(resolve_store(store)) as conn:
+    with open_existing_store(store) as conn:
         return id_of(conn, ref)
 
 

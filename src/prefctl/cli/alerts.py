@@ -1,7 +1,8 @@
 """``prefctl alerts``: the failure-alert emails the dispatcher sent (docs/alerts.md).
 
-They are read from the data dir: the store's record of every alert (SMTP-sent ones included) and
-the mbox ``alerts.mbox``.
+They are read from the store's record of every alert (SMTP-sent ones included: the data dir's
+store, the PostgreSQL database its emulator serves, or ``--store``) and the data dir's mbox
+``alerts.mbox``.
 
     prefctl alerts list --subscription orders --since 1h
     prefctl alerts show 3
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import DataDirOption
+from prefctl.cli._delivery_options import DataDirOption, StoreOption, chosen_store
 from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
@@ -63,6 +64,7 @@ def list_alerts(
         ),
     ] = None,
     data_dir: DataDirOption = None,
+    store: StoreOption = None,
 ) -> None:
     """List the alert emails, oldest first, whether they went by SMTP or into alerts.mbox."""
     from prefctl.cli._delivery_options import moment
@@ -72,7 +74,10 @@ def list_alerts(
     state = get_state()
     start = moment(since, "--since")
     entries = alert_log.list_alerts(
-        resolve_data_dir(data_dir), subscription=subscription, since=start
+        resolve_data_dir(data_dir),
+        location=chosen_store(store, data_dir),
+        subscription=subscription,
+        since=start,
     )
     records = [entry.to_dict() for entry in entries]
     rows = [_row(record) for record in records]
@@ -89,13 +94,16 @@ def show_alert(
         str, typer.Argument(metavar="ID", help="The alert's ID (from 'alerts list') or Message-ID.")
     ],
     data_dir: DataDirOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Show one alert email as its recipients read it, with how it was sent."""
     from prefctl.config.paths import resolve_data_dir
     from prefctl.dispatcher import alert_log
 
     state = get_state()
-    entry = alert_log.show_alert(resolve_data_dir(data_dir), alert)
+    entry = alert_log.show_alert(
+        resolve_data_dir(data_dir), alert, location=chosen_store(store, data_dir)
+    )
     record = entry.to_dict()
     if state.json:
         state.out.json({**record, "body": entry.message.get_content(), "message": _text(entry)})

@@ -28,6 +28,7 @@ from prefctl.cli._delivery_options import (
     SubscriptionRefOption,
     UntilOption,
     dead_letter_filter,
+    store_location,
     subscription_id,
 )
 from prefctl.cli._output import writing_stdout
@@ -106,15 +107,16 @@ def list_dead_letters(
     """
     from prefctl.dispatcher import deadletters, operations
 
+    location = store_location(store)
     selection = dead_letter_filter(
         reason=reason,
         status=status,
-        subscription=subscription_id(store, subscription),
+        subscription=subscription_id(location, subscription),
         events=events,
         since=since,
         until=until,
     )
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    with operations.open_existing_store(location) as conn:
         records = deadletters.list_dead_letters(conn, selection, limit=limit + 1)
     more = len(records) > limit
     rows = [deadletters.dead_letter_dict(record) for record in records[:limit]]
@@ -150,7 +152,8 @@ def show_dead_letter(
     from prefctl.dispatcher import deadletters, operations
 
     state = get_state()
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    location = store_location(store)
+    with operations.open_existing_store(location) as conn:
         details = deadletters.show_dead_letter(conn, name)
     if state.json:
         data = [detail.to_dict() for detail in details]
@@ -214,11 +217,11 @@ def redrive(
     from prefctl.store.timestamps import epoch
 
     state = get_state()
+    location = store_location(store)
     selection = _selection(
-        reason, status, subscription_id(store, subscription), events, since, until, select_all
+        reason, status, subscription_id(location, subscription), events, since, until, select_all
     )
-    path = operations.resolve_store(store)
-    with operations.open_existing_store(path) as conn:
+    with operations.open_existing_store(location) as conn:
         done = deadletters.redrive_dead_letters(conn, selection, now=epoch(SystemClock().now()))
     records, left = done.requeued, done.of_deleted_subscriptions
     if state.json:
@@ -237,11 +240,17 @@ def redrive(
             f"left {len(left)} of deleted subscription(s) {ids}: they have nowhere to go;"
             " 'prefctl replay --dead-lettered --to URL' re-delivers them"
         )
-    if records and not daemon.serves(path):
-        state.out.info(
-            "no emulator serves this store: 'prefctl dispatcher run' delivers them "
-            f"(--store {path})"
-        )
+    if records and not daemon.serves(location):
+        where = operations.describe_store(location)
+        if isinstance(location, str):  # a PostgreSQL store: its dispatchers may run anywhere
+            state.out.info(
+                "no emulator on this machine serves this store: its dispatchers deliver them, "
+                f"or 'prefctl dispatcher run --store {where}'"
+            )
+        else:
+            state.out.info(
+                f"no emulator serves this store: 'prefctl dispatcher run' delivers them (--store {where})"
+            )
 
 
 def export(
@@ -274,10 +283,11 @@ def export(
     from prefctl.dispatcher import deadletters, operations
 
     state = get_state()
+    location = store_location(store)
     selection = dead_letter_filter(
         reason=reason,
         status=status,
-        subscription=subscription_id(store, subscription),
+        subscription=subscription_id(location, subscription),
         events=events,
         since=since,
         until=until,
@@ -288,7 +298,7 @@ def export(
         if file is not None or not state.out.stdout_is_terminal
         else contextlib.nullcontext()
     )
-    with spinner, operations.open_existing_store(operations.resolve_store(store)) as conn:
+    with spinner, operations.open_existing_store(location) as conn:
         if file is None:
             count = deadletters.export_dead_letters(conn, selection, _stdout_write, fmt=fmt.value)
             with writing_stdout() as stdout:
@@ -346,10 +356,11 @@ def purge(
     from prefctl.dispatcher import deadletters, operations
 
     state = get_state()
+    location = store_location(store)
     selection = _selection(
-        reason, status, subscription_id(store, subscription), events, since, until, select_all
+        reason, status, subscription_id(location, subscription), events, since, until, select_all
     )
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    with operations.open_existing_store(location) as conn:
         listed = deadletters.list_dead_letters(conn, selection)
         count = 0
         if listed:

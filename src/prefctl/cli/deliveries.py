@@ -18,6 +18,7 @@ from prefctl.cli._delivery_options import (
     EventOption,
     StoreOption,
     SubscriptionRefOption,
+    store_location,
     subscription_id,
 )
 from prefctl.cli._tables import columns
@@ -86,10 +87,11 @@ def list_deliveries(
     from prefctl.dispatcher import operations
 
     state = get_state()
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    location = store_location(store)
+    with operations.open_existing_store(location) as conn:
         records = operations.list_deliveries(
             conn,
-            subscription_id=subscription_id(store, subscription),
+            subscription_id=subscription_id(location, subscription),
             states=[choice.value for choice in states or ()],
             event_ids=events or (),
             limit=limit + 1,
@@ -119,7 +121,8 @@ def show_delivery(
     from prefctl.dispatcher import operations
 
     state = get_state()
-    with operations.open_existing_store(operations.resolve_store(store)) as conn:
+    location = store_location(store)
+    with operations.open_existing_store(location) as conn:
         timeline = operations.show_delivery(conn, delivery_id)
     if state.json:
         state.out.json(timeline.to_dict())

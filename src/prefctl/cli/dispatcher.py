@@ -9,7 +9,7 @@ import typer
 
 from prefctl.cli._api import YesOption
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import StoreLocationOption, StoreOption
+from prefctl.cli._delivery_options import StoreLocationOption, StoreOption, store_location
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
@@ -82,12 +82,12 @@ def run(
     Runs until Ctrl-C or SIGTERM, or with --once until nothing is due.
     Progress and the summary go to stderr; with -o json the summary is printed as JSON.
     """
-    from prefctl.dispatcher.operations import describe_store, resolve_store_location
+    from prefctl.dispatcher.operations import describe_store
     from prefctl.dispatcher.run import DispatcherConfig
     from prefctl.dispatcher.run import run as run_dispatcher
 
     state = get_state()
-    path = resolve_store_location(store)
+    path = store_location(store)
     progress = _Progress()
     config = DispatcherConfig(
         store_path=path,
@@ -172,10 +172,10 @@ def tls_set(
     import time
 
     from prefctl.dispatcher import tls
-    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.dispatcher.operations import open_existing_store
 
     state = get_state()
-    with open_existing_store(resolve_store(store)) as conn:
+    with open_existing_store(store_location(store)) as conn:
         name = tls.resolve_account(conn, account)
         row = tls.install(conn, name, cert=cert, key=key, ca=ca, now=time.time())
         record = tls.describe(name, row)
@@ -186,9 +186,9 @@ def tls_set(
 def tls_show(store: StoreOption = None, account: AccountOption = None) -> None:
     """Show the account's delivery TLS settings (the private key is never shown)."""
     from prefctl.dispatcher import tls
-    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.dispatcher.operations import open_existing_store
 
-    with open_existing_store(resolve_store(store)) as conn:
+    with open_existing_store(store_location(store)) as conn:
         name = tls.resolve_account(conn, account)
         record = tls.show(conn, name)
     _show_tls(record)
@@ -201,10 +201,10 @@ def tls_clear(
 ) -> None:
     """Remove the account's client certificate and extra CAs (deliveries use plain TLS)."""
     from prefctl.dispatcher import tls
-    from prefctl.dispatcher.operations import open_existing_store, resolve_store
+    from prefctl.dispatcher.operations import open_existing_store
 
     state = get_state()
-    with open_existing_store(resolve_store(store)) as conn:
+    with open_existing_store(store_location(store)) as conn:
         name = tls.resolve_account(conn, account)
         state.out.confirm(f"remove the delivery TLS settings of {name}?", assume_yes=yes)
         removed = tls.clear(conn, name)

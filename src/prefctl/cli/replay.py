@@ -22,6 +22,7 @@ from prefctl.cli._delivery_options import (
     StoreOption,
     dead_letter_filter,
     moment,
+    store_location,
     subscription_id,
 )
 from prefctl.cli._tables import columns
@@ -151,14 +152,14 @@ def replay(
     When an emulator serves the store, its dispatcher delivers and replay waits; otherwise the dispatcher runs in this process until the replayed events are delivered or dead-lettered.
     Exit 0 when every event was delivered, 1 when any was dead-lettered or still pending.
     """
-    from prefctl.dispatcher.operations import resolve_store
     from prefctl.dispatcher.replay import ReplayConfig, ReplayTarget
     from prefctl.dispatcher.replay import replay as run_replay
     from prefctl.dispatcher.replay_queue import ReplaySource
     from prefctl.emulator import daemon
 
-    from_id = subscription_id(store, from_subscription)
-    target_id = subscription_id(store, subscription)
+    default_store = store_location(store)
+    from_id = subscription_id(default_store, from_subscription)
+    target_id = subscription_id(default_store, subscription)
     if dead_lettered:
         source = ReplaySource(
             file=file,
@@ -181,9 +182,9 @@ def replay(
             until=moment(until, "--until"),
             from_subscription=from_id,
         )
-    default_store = resolve_store(store)
-    store_path: Path | None = default_store
-    if store is None and file is not None and to is not None and not default_store.is_file():
+    store_path: Path | str | None = default_store
+    no_file = isinstance(default_store, Path) and not default_store.is_file()
+    if store is None and file is not None and to is not None and no_file:
         store_path = None  # a capture sent to a URL needs no store (only its account, if any)
     with contextlib.ExitStack() as stack:
         config = ReplayConfig(

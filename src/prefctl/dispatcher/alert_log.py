@@ -5,7 +5,11 @@ alert with its full text whichever sink took it (SMTP included), and the mbox ``
 may also hold alerts of an earlier store (after ``emulator reset``). An alert in both is listed once
 (by Message-ID), with the store's record of how it was sent.
 
-A data dir that does not exist is ``ConfigError`` (exit 2); one with no alerts lists none. A
+A store ``location`` given (a SQLite file or a PostgreSQL URL: ``--store``, or the database the emulator
+serves) is read instead of the data dir's store file; it must exist. The data dir's mbox is read
+too when there is one: with a store given, a data dir that does not exist only has no mbox.
+Without a store, a data dir that does not exist is ``ConfigError`` (exit 2); one with no alerts
+lists none. A
 ``subscription`` (Name or Id) that names no subscription of the store and no alert (at any time:
 a deleted subscription's alerts stay in the mbox with its Id and Name) is ``NotFoundError``.
 
@@ -101,12 +105,18 @@ class AlertEntry:
 
 
 def list_alerts(
-    data_dir: Path, *, subscription: str | None = None, since: float | None = None
+    data_dir: Path,
+    *,
+    location: Path | str | None = None,
+    subscription: str | None = None,
+    since: float | None = None,
 ) -> list[AlertEntry]:
-    """Alerts of the data dir, oldest first; ``subscription`` is an id or a name."""
-    _require_data_dir(data_dir)
+    """Alerts of the data dir (or of the store at ``location``), oldest first; ``subscription`` is
+    an id or a name."""
+    if location is None:
+        _require_data_dir(data_dir)
     entries: dict[str, AlertEntry] = {}
-    with _store(data_dir) as conn:
+    with _store(data_dir, location) as conn:
         names = _subscription_names(conn)
         if conn is not None:
             for record in store.list_alerts(conn):
@@ -124,14 +134,15 @@ def list_alerts(
     return sorted(selected, key=lambda e: (e.created_at, e.id or 0))
 
 
-def show_alert(data_dir: Path, ident: str) -> AlertEntry:
+def show_alert(data_dir: Path, ident: str, *, location: Path | str | None = None) -> AlertEntry:
     """The alert with this id (as listed) or Message-ID (angle brackets optional).
 
     The store's alerts are searched first, oldest first, as listed: an mbox kept across a reset
     may repeat an id. The mbox is read only when none of them is the one."""
     wanted = ident.strip()
-    _require_data_dir(data_dir)
-    with _store(data_dir) as conn:
+    if location is None:
+        _require_data_dir(data_dir)
+    with _store(data_dir, location) as conn:
         records = [] if conn is None else store.list_alerts(conn)
     # One record per Message-ID, the one list_alerts keeps.
     kept = {record.message_id: record for record in records}
@@ -184,10 +195,16 @@ def _is_wanted(wanted: str, alert_id: int | None, message_id: str) -> bool:
 
 
 @contextmanager
-def _store(data_dir: Path) -> Iterator[Store | None]:
+def _store(data_dir: Path, location: Path | str | None) -> Iterator[Store | None]:
     from prefctl.config.paths import store_path
     from prefctl.store.db import open_store
 
+    if location is not None:
+        from prefctl.dispatcher.operations import open_existing_store
+
+        with open_existing_store(location) as conn:
+            yield conn
+        return
     path = store_path(data_dir)
     if not path.is_file():  # reading alerts never creates a store
         yield None

@@ -1,10 +1,11 @@
 """Delivery operations over a store: which store, time filters, deliveries and their timelines.
 
-``prefctl deliveries``, ``deadletters`` and ``replay`` act on a SQLite store directly, so they work
+``prefctl deliveries``, ``deadletters`` and ``replay`` act on a store directly, so they work
 whether or not the emulator runs: by default the emulator's store in the data dir
-(``config/paths.py``), or any store given with ``--store PATH``.
+(``config/paths.py``), or any store given with ``--store PATH|URL``: a SQLite file or a
+PostgreSQL database (``resolve_store_location``).
 
-    >>> with open_existing_store(resolve_store(None)) as conn:
+    >>> with open_existing_store(resolve_store_location(None)) as conn:
     ...     for record in list_deliveries(conn, states=("queued",)):
     ...         print(record.to_dict())
     ...     timeline = show_delivery(conn, 7)      # the delivery and every attempt
@@ -38,10 +39,12 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DELIVERY_STATES",
     "DeliveryTimeline",
+    "describe_store",
     "iter_deliveries",
     "list_deliveries",
     "open_existing_store",
     "resolve_store",
+    "resolve_store_location",
     "show_delivery",
 ]
 
@@ -65,7 +68,7 @@ def resolve_store(store: Path | str | None, data_dir: Path | str | None = None) 
     return store_path(resolve_data_dir(data_dir))
 
 
-def resolve_store_location(store: str | None) -> Path | str:
+def resolve_store_location(store: Path | str | None) -> Path | str:
     """``--store PATH|URL``: a PostgreSQL URL as it is, a path (or none) as ``resolve_store``."""
     from prefctl.store.db import is_postgres_location, sqlite_file
 
@@ -86,14 +89,14 @@ def describe_store(location: Path | str) -> str:
 
 
 @contextmanager
-def open_existing_store(path: Path) -> Iterator[Store]:
-    """Open (and migrate) a store that exists; a missing file, or one that is not a prefctl
-    store, is an error (``require_store``), never a new store."""
-    from prefctl.store.db import open_store, require_store
+def open_existing_store(location: Path | str) -> Iterator[Store]:
+    """Open (and migrate) a store that exists: a SQLite file, or a PostgreSQL database (a
+    ``postgresql://`` URL). A missing file, or a file or database that is not a prefctl store,
+    is an error (``require_store``), never a new store."""
+    from prefctl.store.db import is_postgres_location, open_store, require_store
 
-    require_store(path)
-
-    with open_store(path) as conn:
+    require_store(location)
+    with open_store(str(location) if is_postgres_location(location) else Path(location)) as conn:
         yield conn
 
 

@@ -117,7 +117,7 @@ class _Serving:
     with the engine in-process instead of waiting out its timeout for deliveries nobody makes."""
 
     def __init__(
-        self, store_path: Path, clock: Clock, served: Callable[[Path], bool] | None
+        self, store_path: Path | str, clock: Clock, served: Callable[[Path | str], bool] | None
     ) -> None:
         self.store_path = store_path
         self.clock = clock

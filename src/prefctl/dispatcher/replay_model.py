@@ -168,7 +168,7 @@ class ReplayConfig:
     replay when the store holds no account for the events (the profile's webhook credentials).
     ``time_scale`` divides the delivery-rule durations of an in-process engine."""
 
-    store_path: Path | None
+    store_path: Path | str | None  # a SQLite file, or a PostgreSQL database's URL
     source: ReplaySource
     target: ReplayTarget = field(default_factory=ReplayTarget)
     dispatcher: Dispatcher = "auto"
@@ -182,7 +182,7 @@ class ReplayConfig:
     on_progress: Callable[[ReplayProgress], None] | None = None
     # Whether an emulator serves the store and so delivers what replay queues (``auto``); without
     # it, ``auto`` runs the engine in this process. ``prefctl replay`` passes the emulator's check.
-    served: Callable[[Path], bool] | None = None
+    served: Callable[[Path | str], bool] | None = None
 
     def check(self) -> None:
         self.source.check()

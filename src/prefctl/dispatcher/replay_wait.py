@@ -19,7 +19,7 @@ POLL_SECONDS = 0.1
 
 @contextlib.asynccontextmanager
 async def engine_running(
-    store_path: Path, config: ReplayConfig, *, plugins: bool = True
+    store_path: Path | str, config: ReplayConfig, *, plugins: bool = True
 ) -> AsyncIterator[None]:
     """The engine delivering ``store_path`` while the block runs; stopped cleanly after it
     (answers recorded, leases of unanswered requests given back). ``plugins`` adds the

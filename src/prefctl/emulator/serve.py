@@ -416,7 +416,16 @@ def pid_record(running: RunningEmulator, worker_pids: tuple[int, ...] = ()) -> d
         started_at=utc_timestamp(running.context.clock.now()),
         workers=max(1, len(worker_pids)),
         worker_pids=list(worker_pids) or [running.pid],
+        store=_recorded_store(running.store),
     )
+
+
+def _recorded_store(store: Path | str) -> str | None:
+    """The PostgreSQL store as the pid file records it, so that the operator commands find it
+    (``prefctl deliveries``…): without its password, which stays where it was given."""
+    from prefctl.store.postgres import is_postgres_location, redacted
+
+    return redacted(str(store)) if is_postgres_location(store) else None
 
 
 def make_server(server_config: Any, on_started: Callable[[], None]) -> Any:

@@ -254,16 +254,22 @@ def _damaged(path: Path, reason: object) -> StoreDamagedError:
     return StoreDamagedError(f"the store {path} is damaged ({reason})", hint=DAMAGED_HINT)
 
 
-_STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH"
+_STORE_HINT = "start the emulator with 'prefctl emulator start', or pass --store PATH|URL"
 
 
-def require_store(path: Path) -> None:
-    """Raise ConfigError (exit 2) unless ``path`` is a prefctl store.
+def require_store(location: Path | str) -> None:
+    """Raise ConfigError (exit 2) unless ``location`` is a prefctl store.
 
     For commands that act on a store they are given: they must neither create one nor turn a
     file that is not one (an empty file, another application's SQLite database) into one, which
-    ``open_store`` would do. Looks, read-only, for the table every prefctl store has.
+    ``open_store`` would do. Looks, read-only, for the table every prefctl store has. A
+    PostgreSQL database (a ``postgresql://`` URL) is looked into the same way, on a connection
+    of its own: unreachable is UnreachableError (exit 5), a refused password AuthError (exit 3).
     """
+    if is_postgres_location(location):
+        _require_postgres_store(str(location))
+        return
+    path = Path(_sqlite_path(location))
     if not path.is_file():
         raise ConfigError(f"no store at {path}", hint=_STORE_HINT)
     probe = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
@@ -277,6 +283,19 @@ def require_store(path: Path) -> None:
         raise ConfigError(
             f"{path} is not a prefctl store (it has no schema_migrations table)",
             hint="pass the store of an emulator or of 'prefctl dispatcher run'",
+        )
+
+
+def _require_postgres_store(url: str) -> None:
+    from prefctl.store.postgres import connect_postgres, redacted
+
+    with closing(connect_postgres(url)) as conn:
+        found = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    if not found[0]:
+        raise ConfigError(
+            f"the PostgreSQL database {redacted(url)} is not a prefctl store"
+            " (it has no schema_migrations table)",
+            hint="pass the database of an emulator or of 'prefctl dispatcher run'",
         )
 
 
