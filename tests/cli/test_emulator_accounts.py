@@ -346,3 +346,24 @@ def test_accounts_add_with_store_that_is_no_store_fails_and_creates_none(tmp_pat
     result = run_cli("emulator", "accounts", "add", _name(), "--store", str(missing))
     assert "no store at" in one_line_error(result, 2)
     assert not missing.exists()
+
+
+def test_accounts_add_without_store_reaches_the_postgresql_store_its_data_dirs_emulator_serves(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "sandbox"
+    where = ("--data-dir", str(data_dir))
+    started = run_cli(
+        "emulator", "start", "--detach", "--port", "0", *where, "--store", postgres_url
+    )
+    assert started.exit_code == 0, started.output
+    try:
+        name = _added(_name(), *where)["profile"]  # neither --store nor PREFCTL_STORE
+
+        # The emulator serves the new account at once: it is in the store it serves.
+        assert run_cli("-p", name, "programs", "list").exit_code == 0
+        listed = run_cli("-o", "json", "emulator", "accounts", "list", *where)
+        assert name in [row["account"] for row in listed.json]
+        assert not store_path(data_dir).exists()  # no SQLite store was made beside it
+    finally:
+        assert run_cli("emulator", "stop", *where).exit_code == 0

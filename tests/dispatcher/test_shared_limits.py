@@ -20,6 +20,7 @@ from prefctl.dispatcher.leases import SWEEP_SECONDS
 from prefctl.dispatcher.mail import MBOX_FILE
 from prefctl.store import Store, ceilings
 from prefctl.store import alerts as alert_store
+from prefctl.store.accounts import delete_account
 from prefctl.store.db import connect, is_postgres_location, transaction
 from tests.dispatcher.engine_helpers import (
     ACCOUNT,
@@ -33,7 +34,7 @@ from tests.dispatcher.engine_helpers import (
 )
 from tests.dispatcher.holding_endpoint import HoldingEndpoint
 from tests.helpers import wait_until
-from tests.store.service_helpers import add_subscription, subscription_body
+from tests.store.service_helpers import OTHER_ACCOUNT, add_subscription, subscription_body
 
 PREFCTL = str(Path(sys.executable).parent / "prefctl")
 
@@ -267,3 +268,25 @@ def test_dispatcher_starting_gives_back_at_once_the_share_of_one_gone_from_this_
     finally:
         rig.close()
     conn.close()
+
+
+def test_removed_account_keeps_no_shared_limits_and_a_late_report_writes_none(
+    store_location: str,
+) -> None:
+    conn = new_store(store_location)
+    try:
+        with transaction(conn):
+            assert ceilings.take_turn(conn, OTHER_ACCOUNT, seen=None, next_at=T0)
+            ceilings.hold(conn, OTHER_ACCOUNT, "a:1:0badc0de", in_flight=5, lease_until=T0 + 60)
+        with transaction(conn):
+            assert delete_account(conn, OTHER_ACCOUNT)
+        assert ceilings.next_cycle_at(conn, OTHER_ACCOUNT) is None
+        assert ceilings.slot_owners(conn) == []
+        # A dispatcher whose cycle began before the removal reports for it afterwards.
+        with transaction(conn):
+            assert not ceilings.take_turn(conn, OTHER_ACCOUNT, seen=None, next_at=T0 + 1)
+            ceilings.hold(conn, OTHER_ACCOUNT, "a:1:0badc0de", in_flight=0, lease_until=T0 + 61)
+        assert ceilings.next_cycle_at(conn, OTHER_ACCOUNT) is None
+        assert ceilings.slot_owners(conn) == []
+    finally:
+        conn.close()

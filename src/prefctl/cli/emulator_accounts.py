@@ -1,9 +1,9 @@
 """``prefctl emulator accounts``: several accounts in one emulator, one per team or pipeline.
 
 Like ``emulator clients``, these act on the emulator's store directly, so they work whether or not
-the emulator is running; a running emulator serves a new account at once. The store is the data
-dir's SQLite file, or the one ``--store`` (``PREFCTL_STORE``) names: the PostgreSQL database a
-team's emulator serves (``emulator start --store``).
+the emulator is running; a running emulator serves a new account at once. The store is the one
+``--store`` (``PREFCTL_STORE``) names, else the PostgreSQL database the emulator of the data dir
+serves (``emulator start --store``), else the data dir's SQLite file.
 
     prefctl emulator accounts add TEAM_A           # writes profile TEAM_A, prints the secret once
     prefctl emulator accounts list
@@ -48,7 +48,7 @@ AccountsStoreOption = Annotated[
         envvar=ENV_STORE,
         help="The emulator's store: a PostgreSQL database (postgresql://USER@HOST:PORT/DB), as "
         f"'emulator start --store' serves it, or a SQLite file (env: {ENV_STORE}; default: the "
-        f"SQLite store in the data dir, env: {ENV_DATA_DIR}).",
+        f"store of the emulator in the data dir, env: {ENV_DATA_DIR}).",
         show_default=False,
         show_envvar=False,
     ),
@@ -223,12 +223,14 @@ def remove(
 @contextmanager
 def _accounts_store(directory: Path, store: str | None) -> Iterator[Store]:
     """The store ``--store`` names (a SQLite file must be a store already: a typo never makes a
-    new one), else the data dir's (created on first use, as ``emulator start`` does)."""
+    new one), else the PostgreSQL database the emulator serving from the data dir serves (its
+    pid file records the URL without a password: PGPASSWORD or ~/.pgpass give it), else the data
+    dir's SQLite store (created on first use, as ``emulator start`` does)."""
     from prefctl.dispatcher.operations import resolve_store_location
-    from prefctl.emulator import admin
+    from prefctl.emulator import admin, daemon
     from prefctl.store.db import is_postgres_location, require_store
 
-    location = None if store is None else resolve_store_location(store)
+    location = daemon.served_store(directory) if store is None else resolve_store_location(store)
     if location is not None and not is_postgres_location(location):
         require_store(Path(location))
     with admin.open_admin_store(directory, None if location is None else str(location)) as conn:

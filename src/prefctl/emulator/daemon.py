@@ -56,6 +56,8 @@ class PidRecord:
     started_at: str
     ca_bundle: str | None = None
     profile: str | None = "local"
+    # The PostgreSQL database served, without its password (None: the data dir's SQLite file).
+    store: str | None = None
 
     def ready_record(self) -> dict[str, Any]:
         return {
@@ -127,10 +129,26 @@ def status(data_dir: Path, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> Emulato
     return EmulatorStatus("unresponsive", data_dir, record.pid, record.url)
 
 
-def serves(store: Path) -> bool:
+def serves(store: Path | str) -> bool:
     """Whether an emulator started with ``prefctl emulator start`` serves ``store`` right now
-    (its data dir holds the store and a live pid file); its dispatcher then delivers the queue."""
-    return store.name == paths.STORE_FILE and status(store.parent).running
+    (its data dir holds the store and a live pid file); its dispatcher then delivers the queue.
+    A PostgreSQL store (a URL): whether the emulator of the data dir (``PREFCTL_DATA_DIR`` or
+    the platform's) serves that database."""
+    from prefctl.store.postgres import is_postgres_location, redacted
+
+    if is_postgres_location(store):
+        return served_store(paths.resolve_data_dir(None)) == redacted(str(store))
+    path = Path(store)
+    return path.name == paths.STORE_FILE and status(path.parent).running
+
+
+def served_store(data_dir: Path) -> str | None:
+    """The PostgreSQL database (its URL, without a password) the emulator serving from
+    ``data_dir`` serves; None when none runs there or it serves the data dir's SQLite file."""
+    record = read_pid_file(data_dir)
+    if record is None or record.store is None or not status(data_dir).running:
+        return None
+    return record.store
 
 
 def ensure_not_running(data_dir: Path) -> None:

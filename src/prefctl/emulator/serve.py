@@ -356,7 +356,16 @@ def _pid_record(running: RunningEmulator) -> daemon.PidRecord:
         ca_bundle=str(running.ca_bundle) if running.ca_bundle else None,
         profile=running.profile,
         started_at=utc_timestamp(running.context.clock.now()),
+        store=_recorded_store(running.store),
     )
+
+
+def _recorded_store(store: Path | str) -> str | None:
+    """The PostgreSQL store as the pid file records it, so that the operator commands find it
+    (``prefctl deliveries``…): without its password, which stays where it was given."""
+    from prefctl.store.postgres import is_postgres_location, redacted
+
+    return redacted(str(store)) if is_postgres_location(store) else None
 
 
 def _make_server(server_config: Any, on_started: Callable[[], None]) -> Any:

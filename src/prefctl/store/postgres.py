@@ -63,8 +63,11 @@ def is_postgres_location(location: object) -> bool:
 
 
 def redacted(url: str) -> str:
-    """``url`` without its password (``postgresql://user@host:port/db``): for messages and logs."""
-    return re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1@", url)
+    """``url`` without its password (``postgresql://user@host:port/db``), whether it is in the
+    user part or a ``password=`` (or ``sslpassword=``) parameter: for messages, logs and files."""
+    url = re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1@", url)
+    url = re.sub(r"([?&])(?:ssl)?password=[^&]*(?:&|$)", r"\1", url)
+    return url.rstrip("?&")
 
 
 class PgRow:
