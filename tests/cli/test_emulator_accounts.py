@@ -1,20 +1,33 @@
 """``prefctl emulator accounts add / list / remove`` against a running emulator, and ``prefctl api``
-with a second account's profile."""
+with a second account's profile: each test twice, the emulator on SQLite and on PostgreSQL (whose
+URL the commands find in PREFCTL_STORE, as a team's shell has it: tests/fixtures/emulator.py)."""
 
 from __future__ import annotations
 
 import itertools
-import sqlite3
 import stat
 import tomllib
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from prefctl.clock import SystemClock
+from prefctl.config.paths import resolve_data_dir, store_path
+from prefctl.emulator import admin
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
+from prefctl.store import Store
+from prefctl.store.db import connect
 from tests.cli.test_emulator import one_line_error
 from tests.helpers import free_port, run_cli
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    return emulator_on_both_backends
+
 
 _NUMBERS = itertools.count(1)
 
@@ -183,33 +196,46 @@ def test_accounts_remove_deletes_the_account_everything_it_owns_and_its_profile(
         assert api.get("/programs").status_code == 401  # its token is refused at once
     assert _token(emulator, record).status_code == 401
     assert name not in tomllib.loads(config_path.read_text())["profiles"]
-    assert _rows_naming(emulator.store_path, name) == {}
-    with sqlite3.connect(emulator.store_path) as conn:
+    assert _rows_naming(emulator.store, name) == {}
+    with closing(connect(str(emulator.store))) as conn:
         issued = "SELECT count(*) FROM issued_tokens WHERE client_id = ?"
         assert conn.execute(issued, (record["client_id"],)).fetchone()[0] == 0
     listed = run_cli("-o", "json", "emulator", "accounts", "list").json
     assert name not in [row["account"] for row in listed]
 
 
-def _rows_naming(store: Path, account: str) -> dict[str, int]:
-    """Rows of every table that still name ``account``, and the store's foreign-key damage."""
+def _tables_naming_accounts(conn: Store) -> list[str]:
+    """The store's tables that have a service_client_id column."""
+    if conn.dialect == "postgresql":
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND column_name = 'service_client_id'"
+        )
+        return [str(row[0]) for row in rows]
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return [
+        table
+        for table in tables
+        if "service_client_id" in [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    ]
+
+
+def _rows_naming(store: Path | str, account: str) -> dict[str, int]:
+    """Rows of every table that still name ``account``, and (SQLite, whose foreign keys a
+    connection may leave unchecked) the store's foreign-key damage."""
     left: dict[str, int] = {}
-    with sqlite3.connect(store) as conn:
-        tables = [
-            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        ]
-        for table in tables:
-            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
-            if "service_client_id" in columns:
-                count = conn.execute(
-                    f"SELECT count(*) FROM {table} WHERE service_client_id = ?",
-                    (account,),
-                ).fetchone()[0]
-                if count:
-                    left[table] = count
-        damage = conn.execute("PRAGMA foreign_key_check").fetchall()
-        if damage:
-            left["foreign_key_check"] = len(damage)
+    with closing(connect(str(store))) as conn:
+        for table in _tables_naming_accounts(conn):
+            count = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE service_client_id = ?",
+                (account,),
+            ).fetchone()[0]
+            if count:
+                left[table] = count
+        if conn.dialect == "sqlite":
+            damage = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if damage:
+                left["foreign_key_check"] = len(damage)
     return left
 
 
@@ -293,3 +319,51 @@ def test_accounts_add_with_force_replaces_a_profile_of_that_name(
     profile = tomllib.loads(config_path.read_text())["profiles"][name]
     assert (profile["service_client_id"], profile["client_id"]) == (name, record["client_id"])
     assert run_cli("-p", name, "programs", "list").exit_code == 0
+
+
+def test_accounts_commands_with_store_act_on_that_store_on_either_backend(
+    store_location: str, tmp_path: Path
+) -> None:
+    with admin.open_admin_store(tmp_path, store_location) as conn:  # as an emulator made it
+        default = admin.bootstrap(conn, SystemClock()).account.service_client_id
+    name = _name()
+
+    added = run_cli("-o", "json", "emulator", "accounts", "add", name, "--store", store_location)
+    assert added.exit_code == 0, added.output
+    listed = run_cli("-o", "json", "emulator", "accounts", "list", "--store", store_location)
+    assert listed.exit_code == 0, listed.output
+    assert {row["account"] for row in listed.json} == {default, name}
+    removed = run_cli("emulator", "accounts", "remove", name, "--yes", "--store", store_location)
+    assert removed.exit_code == 0, removed.output
+
+    assert _rows_naming(store_location, name) == {}
+    # The data dir's SQLite store was never made: everything went to the store named.
+    assert not store_path(resolve_data_dir()).exists()
+
+
+def test_accounts_add_with_store_that_is_no_store_fails_and_creates_none(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    result = run_cli("emulator", "accounts", "add", _name(), "--store", str(missing))
+    assert "no store at" in one_line_error(result, 2)
+    assert not missing.exists()
+
+
+def test_accounts_add_without_store_reaches_the_postgresql_store_its_data_dirs_emulator_serves(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "sandbox"
+    where = ("--data-dir", str(data_dir))
+    started = run_cli(
+        "emulator", "start", "--detach", "--port", "0", *where, "--store", postgres_url
+    )
+    assert started.exit_code == 0, started.output
+    try:
+        name = _added(_name(), *where)["profile"]  # neither --store nor PREFCTL_STORE
+
+        # The emulator serves the new account at once: it is in the store it serves.
+        assert run_cli("-p", name, "programs", "list").exit_code == 0
+        listed = run_cli("-o", "json", "emulator", "accounts", "list", *where)
+        assert name in [row["account"] for row in listed.json]
+        assert not store_path(data_dir).exists()  # no SQLite store was made beside it
+    finally:
+        assert run_cli("emulator", "stop", *where).exit_code == 0

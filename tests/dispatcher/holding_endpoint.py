@@ -1,7 +1,7 @@
 """A real slow webhook endpoint on 127.0.0.1: it holds every POST until the test releases it.
 
-It counts the requests it holds now and the most it ever held at once, as a receiver would see
-them (one per connection: HTTP/1.1 keep-alive, no pipelining), so a test can wait for a number of
+It counts the requests it holds now and the most it ever held at once (and notes when the first
+came), as a receiver would see them (one per connection: HTTP/1.1 keep-alive, no pipelining), so a test can wait for a number of
 requests to be in flight, check the peak, and then let them go, with no sleeps::
 
     with HoldingEndpoint() as endpoint:
@@ -35,6 +35,7 @@ class HoldingEndpoint:
         self.holding = 0
         self.peak = 0
         self.answered = 0
+        self.first_request_at: float | None = None  # time.time() when the first request came
         self._loop = asyncio.new_event_loop()
         self._held: list[asyncio.Event] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -114,6 +115,8 @@ class HoldingEndpoint:
                         length = int(value)
                 await reader.readexactly(length)
                 released = asyncio.Event()
+                if self.first_request_at is None:
+                    self.first_request_at = time.time()
                 self.holding += 1
                 self.peak = max(self.peak, self.holding)
                 try:

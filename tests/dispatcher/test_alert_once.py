@@ -1,5 +1,6 @@
 """An alert goes out once however many dispatchers share the store: each one's ``AlertMonitor``
-sees the alerts pending, and only the one that claimed an alert sends it (docs/alerts.md)."""
+sees the alerts pending, and only the one that claimed an alert sends it (docs/alerts.md); on
+SQLite and on PostgreSQL (``store_location``)."""
 
 from __future__ import annotations
 
@@ -43,17 +44,17 @@ class _OtherDispatcherTicksMeanwhile:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> tuple[Path, int]:
-    conn = open_service_store(tmp_path / "emulator.db")
+def store(store_location: str) -> tuple[str, int]:
+    conn = open_service_store(store_location)
     body = subscription_body("https://hooks.example/events", name="orders")
     body["Alerts"] = {"Enabled": True, "Recipients": ["ops@example.com"]}
     subscription_id = add_subscription(conn, body)
     conn.close()
-    return tmp_path / "emulator.db", subscription_id
+    return store_location, subscription_id
 
 
 def test_alert_pending_while_one_dispatcher_sends_it_is_not_sent_by_another(
-    tmp_path: Path, store: tuple[Path, int]
+    tmp_path: Path, store: tuple[str, int]
 ) -> None:
     path, subscription_id = store
     second = AlertMonitor(connect(path), Mailer.for_data_dir(tmp_path / "second"))
@@ -79,7 +80,7 @@ def test_alert_pending_while_one_dispatcher_sends_it_is_not_sent_by_another(
     assert not (tmp_path / MBOX_FILE).exists()
 
 
-def _pending_alert(path: Path, subscription_id: int, tmp_path: Path) -> tuple[Store, int]:
+def _pending_alert(path: str, subscription_id: int, tmp_path: Path) -> tuple[Store, int]:
     """A store with one alert written and not sent (its mbox cannot be written)."""
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the mbox's folder should be")
@@ -93,7 +94,7 @@ def _pending_alert(path: Path, subscription_id: int, tmp_path: Path) -> tuple[St
 
 
 def test_claim_alert_is_held_by_one_sender_until_it_ends(
-    tmp_path: Path, store: tuple[Path, int]
+    tmp_path: Path, store: tuple[str, int]
 ) -> None:
     path, subscription_id = store
     conn, alert_id = _pending_alert(path, subscription_id, tmp_path)
@@ -122,7 +123,7 @@ def test_claim_alert_is_held_by_one_sender_until_it_ends(
 
 
 def test_alert_that_cannot_be_sent_is_sent_by_the_next_dispatcher_at_once(
-    tmp_path: Path, store: tuple[Path, int]
+    tmp_path: Path, store: tuple[str, int]
 ) -> None:
     path, subscription_id = store
     conn, _ = _pending_alert(path, subscription_id, tmp_path)
@@ -136,7 +137,7 @@ def test_alert_that_cannot_be_sent_is_sent_by_the_next_dispatcher_at_once(
 
 
 def test_record_alert_read_before_another_dispatcher_wrote_one_is_refused(
-    tmp_path: Path, store: tuple[Path, int]
+    tmp_path: Path, store: tuple[str, int]
 ) -> None:
     path, subscription_id = store
     conn, _ = _pending_alert(path, subscription_id, tmp_path)
@@ -156,7 +157,7 @@ def test_record_alert_read_before_another_dispatcher_wrote_one_is_refused(
 
 
 def test_open_incident_when_another_dispatcher_opened_one_meanwhile_opens_none(
-    tmp_path: Path, store: tuple[Path, int]
+    tmp_path: Path, store: tuple[str, int]
 ) -> None:
     path, subscription_id = store
     conn = connect(path)

@@ -1,6 +1,6 @@
 """An account's limits are the account's, not one process's: several real ``prefctl dispatcher run
---store …`` processes on one store, a real endpoint on 127.0.0.1 that counts the requests it holds
-at once, and a real kill -9 by PID."""
+--store …`` processes on one store (a SQLite file or a PostgreSQL database: ``store_location``), a
+real endpoint on 127.0.0.1 that counts the requests it holds at once, and a real kill -9 by PID."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from prefctl.dispatcher.leases import SWEEP_SECONDS
 from prefctl.dispatcher.mail import MBOX_FILE
 from prefctl.store import Store, ceilings
 from prefctl.store import alerts as alert_store
-from prefctl.store.db import connect, transaction
+from prefctl.store.accounts import delete_account
+from prefctl.store.db import connect, is_postgres_location, transaction
 from tests.dispatcher.engine_helpers import (
     ACCOUNT,
     T0,
@@ -32,7 +34,7 @@ from tests.dispatcher.engine_helpers import (
 )
 from tests.dispatcher.holding_endpoint import HoldingEndpoint
 from tests.helpers import wait_until
-from tests.store.service_helpers import add_subscription, subscription_body
+from tests.store.service_helpers import OTHER_ACCOUNT, add_subscription, subscription_body
 
 PREFCTL = str(Path(sys.executable).parent / "prefctl")
 
@@ -43,8 +45,8 @@ class Dispatchers:
     def __init__(self) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, store: Path, *options: str) -> subprocess.Popen[bytes]:
-        command = [PREFCTL, "-o", "json", "dispatcher", "run", "--store", str(store), *options]
+    def start(self, store: str, *options: str) -> subprocess.Popen[bytes]:
+        command = [PREFCTL, "-o", "json", "dispatcher", "run", "--store", store, *options]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.processes.append(process)
         return process
@@ -88,11 +90,19 @@ def _slot(conn: Store, process: subprocess.Popen[bytes]) -> tuple[int, float] | 
     return None if row is None else (int(row[0]), float(row[1]))
 
 
+def _alerts_mbox(store: str) -> Path:
+    """Where a dispatcher on ``store`` writes alerts without SMTP: beside a SQLite file, in the
+    data dir (PREFCTL_DATA_DIR, which the processes inherit) for a PostgreSQL store."""
+    if is_postgres_location(store):
+        return Path(os.environ["PREFCTL_DATA_DIR"]) / MBOX_FILE
+    return Path(store).parent / MBOX_FILE
+
+
 @pytest.mark.slow
 def test_three_dispatchers_never_have_more_in_flight_than_the_accounts_max_concurrent_requests(
-    tmp_path: Path, dispatchers: Dispatchers
+    store_location: str, dispatchers: Dispatchers
 ) -> None:
-    store = tmp_path / "store.db"
+    store = store_location
     conn = new_store(store)
     set_settings(conn, MaxConcurrentRequests=50)
     with HoldingEndpoint(hold_seconds=1.0) as endpoint:
@@ -114,13 +124,13 @@ def test_three_dispatchers_never_have_more_in_flight_than_the_accounts_max_concu
 
 
 @pytest.mark.slow
-def test_killed_dispatchers_share_of_the_ceiling_comes_back_when_its_lease_ends(
-    tmp_path: Path, dispatchers: Dispatchers
+def test_killed_dispatchers_share_of_the_ceiling_comes_back_within_seconds_on_its_machine(
+    store_location: str, dispatchers: Dispatchers
 ) -> None:
-    store = tmp_path / "store.db"
+    store = store_location
     conn = new_store(store)
     set_settings(conn, MaxConcurrentRequests=50)
-    scale = "10"  # the claims' and the ceiling's leases: about 33 s
+    scale = "10"  # the claims' and the ceiling's leases: about 33 s, far past the sweep
     with HoldingEndpoint() as endpoint:
         queue_events(conn, subscribe(conn, endpoint.url), 200, at=time.time())
         first = dispatchers.start(store, "--time-scale", scale)
@@ -136,10 +146,11 @@ def test_killed_dispatchers_share_of_the_ceiling_comes_back_when_its_lease_ends(
         first.wait()
         endpoint.release()  # the dead dispatcher's requests end; nobody sent any more
         endpoint.wait_holding(0)
-        # Until the dead dispatcher's lease ends its 50 still count: the second one sends
-        # again only then, and takes the whole ceiling.
-        endpoint.wait_holding(50, timeout=90)
-        assert time.time() >= lease_until
+        # The second dispatcher finds the first's process gone from this machine (it looks every
+        # SWEEP_SECONDS) and takes the whole ceiling, long before the dead one's lease ends.
+        endpoint.wait_holding(50, timeout=SWEEP_SECONDS + 20)
+        assert time.time() < lease_until
+        assert _slot(conn, first) is None
         assert endpoint.peak == 50
 
         endpoint.hold_seconds = 0.0  # from now on every request is answered at once
@@ -152,10 +163,41 @@ def test_killed_dispatchers_share_of_the_ceiling_comes_back_when_its_lease_ends(
 
 
 @pytest.mark.slow
-def test_two_dispatchers_seeing_dead_letters_send_the_alert_once(
-    tmp_path: Path, dispatchers: Dispatchers
+def test_share_of_a_dispatcher_on_another_machine_counts_until_its_lease_ends(
+    store_location: str, dispatchers: Dispatchers
 ) -> None:
-    store = tmp_path / "store.db"
+    store = store_location
+    conn = new_store(store)
+    set_settings(conn, MaxConcurrentRequests=50)
+    elsewhere = "other-host:12:0badc0de"  # it may be alive: only its lease says it is not
+    with transaction(conn):
+        ceilings.hold(conn, ACCOUNT, elsewhere, in_flight=50, lease_until=time.time() + 3600)
+    with HoldingEndpoint() as endpoint:
+        queue_events(conn, subscribe(conn, endpoint.url), 100, at=time.time())
+        process = dispatchers.start(store)
+        # It ran the account's cycle and found no room: the other machine holds the ceiling.
+        wait_until(lambda: _slot(conn, process), 30, what="the dispatcher did not start")
+        assert endpoint.answered == endpoint.holding == 0
+        lease_until = time.time() + 1.0
+        with transaction(conn):  # the other machine's last report: its lease ends in a second
+            ceilings.hold(conn, ACCOUNT, elsewhere, in_flight=50, lease_until=lease_until)
+        endpoint.wait_holding(50)
+        assert endpoint.first_request_at is not None
+        assert endpoint.first_request_at >= lease_until
+        assert endpoint.peak == 50
+        endpoint.hold_seconds = 0.0
+        endpoint.release()
+        wait_until(lambda: _final(conn) == 100, 60, interval=0.1, what="100 events not delivered")
+        assert dispatchers.stop_all() == [0]
+    assert states(conn) == {"delivered": 100}
+    conn.close()
+
+
+@pytest.mark.slow
+def test_two_dispatchers_seeing_dead_letters_send_the_alert_once(
+    store_location: str, dispatchers: Dispatchers
+) -> None:
+    store = store_location
     conn = new_store(store)
     set_settings(conn, MaxConcurrentRequests=50)
     set_settings(conn, AlertThresholdMax=1000)  # no "alerting paused" alert at once
@@ -177,14 +219,14 @@ def test_two_dispatchers_seeing_dead_letters_send_the_alert_once(
     # The first dead letter alerts at once; the others wait for AlertFrequencyMax (30 minutes).
     [alert] = alert_store.list_alerts(conn)
     assert (alert.kind, alert.state) == ("opened", "sent")
-    assert [m["Message-ID"] for m in mailbox.mbox(tmp_path / MBOX_FILE)] == [alert.message_id]
+    assert [m["Message-ID"] for m in mailbox.mbox(_alerts_mbox(store))] == [alert.message_id]
     conn.close()
 
 
 def test_engines_on_one_store_take_the_accounts_cycle_in_turn_duration_apart(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    store = tmp_path / "store.db"
+    store = store_location
     conn = new_store(store)
     set_settings(conn, Duration=10)
     set_settings(conn, MaxConcurrentRequests=50)
@@ -207,9 +249,9 @@ def test_engines_on_one_store_take_the_accounts_cycle_in_turn_duration_apart(
 
 
 def test_dispatcher_starting_gives_back_at_once_the_share_of_one_gone_from_this_machine(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
-    conn = new_store(tmp_path / "store.db")
+    conn = new_store(store_location)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     here, elsewhere = f"{socket.gethostname()}:{dead.pid}:0badc0de", "other-host:12:0badc0de"
@@ -226,3 +268,25 @@ def test_dispatcher_starting_gives_back_at_once_the_share_of_one_gone_from_this_
     finally:
         rig.close()
     conn.close()
+
+
+def test_removed_account_keeps_no_shared_limits_and_a_late_report_writes_none(
+    store_location: str,
+) -> None:
+    conn = new_store(store_location)
+    try:
+        with transaction(conn):
+            assert ceilings.take_turn(conn, OTHER_ACCOUNT, seen=None, next_at=T0)
+            ceilings.hold(conn, OTHER_ACCOUNT, "a:1:0badc0de", in_flight=5, lease_until=T0 + 60)
+        with transaction(conn):
+            assert delete_account(conn, OTHER_ACCOUNT)
+        assert ceilings.next_cycle_at(conn, OTHER_ACCOUNT) is None
+        assert ceilings.slot_owners(conn) == []
+        # A dispatcher whose cycle began before the removal reports for it afterwards.
+        with transaction(conn):
+            assert not ceilings.take_turn(conn, OTHER_ACCOUNT, seen=None, next_at=T0 + 1)
+            ceilings.hold(conn, OTHER_ACCOUNT, "a:1:0badc0de", in_flight=0, lease_until=T0 + 61)
+        assert ceilings.next_cycle_at(conn, OTHER_ACCOUNT) is None
+        assert ceilings.slot_owners(conn) == []
+    finally:
+        conn.close()

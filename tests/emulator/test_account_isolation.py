@@ -1,10 +1,12 @@
 """Two accounts in one emulator (``emulator accounts add``): a token of one never reads or changes
 the other's profiles, subscriptions, settings, events, imports or deliveries, even when it names
-the other's resource ids under its own account path."""
+the other's resource ids under its own account path; with the emulator on SQLite and on PostgreSQL
+(tests/fixtures/emulator.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,14 +14,16 @@ import httpx
 import pytest
 
 from prefctl.clock import SystemClock
+from prefctl.dispatcher import operations
 from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.receiver.verdict import Verdict
+from prefctl.store.db import connect
 from prefctl.webhooks.signature import SigningCredentials
 from tests.emulator.subscriptions.conftest import body, wait_for_state
 from tests.fixtures.emulator import EmulatorSlot
-from tests.helpers import run_cli, wait_until
+from tests.helpers import wait_until
 
 
 class Receiver:
@@ -38,6 +42,11 @@ class Receiver:
         return [
             v for v in self.seen if v.subscription_id == subscription_id and v.event_id == event_id
         ]
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    return emulator_on_both_backends
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +75,7 @@ def teams(emulator_server: EmulatorSlot) -> Iterator[Teams]:
     emulator = emulator_server.get()
     clock = SystemClock()
     made = []
-    with admin.open_admin_store(emulator.data_dir) as conn:
+    with admin.open_admin_store(emulator.data_dir, str(emulator.store)) as conn:
         for name in ("TEAM_A", "TEAM_B"):
             new = admin.add_account(conn, clock, name)
             answer = httpx.post(
@@ -201,18 +210,9 @@ def test_changes_in_one_account_are_delivered_to_its_own_subscriptions_only(
     event_id = created.json()["Events"][0]["EventId"]
 
     wait_until(lambda: receiver.events(mine, event_id), timeout=20, what="A's delivery")
-    listed = run_cli(
-        "-o",
-        "json",
-        "deliveries",
-        "list",
-        "--event",
-        event_id,
-        "--store",
-        teams.emulator.store_path,
-    )
-    assert listed.exit_code == 0, listed.output
-    assert [d["subscription_id"] for d in listed.json] == [mine]
+    with closing(connect(str(teams.emulator.store))) as conn:
+        delivered = operations.list_deliveries(conn, event_ids=[event_id])
+    assert [d.subscription_id for d in delivered] == [mine]
     assert not receiver.events(theirs, event_id)
     # B cannot list the events delivered to A's subscription either.
     assert a.get("/events", params={"subscriptionId": mine}).json()["Events"]

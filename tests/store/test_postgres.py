@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.errors import EXIT_AUTH, EXIT_UNREACHABLE, AuthError, ConfigError, UnreachableError
-from prefctl.store import Store, profiles
+from prefctl.store import Store, alerts, ceilings, profiles
 from prefctl.store.db import connect, open_store, store_error
 from prefctl.store.errors import StoreBusyError, StoreDiskFullError, StoreError
 from prefctl.store.migrations import bundled_migrations
@@ -22,6 +22,8 @@ from prefctl.store.postgres import redacted, translate
 from prefctl.store.settings import get_settings, update_settings
 from tests.helpers import free_port, wait_until
 from tests.store.service_helpers import ACCOUNT, open_service_store
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
 def test_open_store_applies_every_migration_on_each_backend(store_location: str) -> None:
@@ -289,3 +291,74 @@ def test_postgres_profile_read_for_update_waits_for_the_writer_before_it(
         profiles.save_profile(first, ACCOUNT, {"ProfileId": profile_id, "Tags": ["a"]}, now=2.0)
     other.join(timeout=30)
     assert seen == [{"ProfileId": profile_id, "Tags": ["a"]}]
+
+
+def _taking_the_turn(
+    conn: Store, taken: list[tuple[float | None, int, bool]]
+) -> Callable[[], None]:
+    """An engine's turn on ``conn`` (store/ceilings.py): what it read, then whether it took it."""
+
+    def turn() -> None:
+        with conn.transaction():
+            seen = ceilings.next_cycle_at(conn, ACCOUNT)
+            others = ceilings.others_in_flight(conn, ACCOUNT, "second", now=T0)
+            took = ceilings.take_turn(conn, ACCOUNT, seen=seen, next_at=T0 + 2)
+            taken.append((seen, others, took))
+
+    return turn
+
+
+@pytest.mark.parametrize("first_cycle", [True, False])
+def test_postgres_turn_read_before_another_dispatchers_commit_is_refused_after_it(
+    postgres_url: str, two_writers: tuple[Store, Store], first_cycle: bool
+) -> None:
+    first, second = two_writers
+    if not first_cycle:
+        with first.transaction():
+            assert ceilings.take_turn(first, ACCOUNT, seen=None, next_at=T0)
+    seen = None if first_cycle else T0
+    taken: list[tuple[float | None, int, bool]] = []
+    with first.transaction():
+        assert ceilings.take_turn(first, ACCOUNT, seen=seen, next_at=T0 + 1)
+        ceilings.hold(first, ACCOUNT, "first", in_flight=50, lease_until=T0 + 60)
+        # READ COMMITTED: the second reads the cycle and the ceiling as they were, then waits
+        # for the first's commit at its compare-and-set, and finds the cycle taken.
+        other = _waiting(postgres_url, _taking_the_turn(second, taken))
+    other.join(timeout=30)
+    assert taken == [(seen, 0, False)]
+    assert ceilings.next_cycle_at(second, ACCOUNT) == T0 + 1
+
+
+def test_postgres_alert_claimed_by_another_dispatcher_meanwhile_is_not_claimed_again(
+    postgres_url: str, two_writers: tuple[Store, Store]
+) -> None:
+    first, second = two_writers
+    with first.transaction():
+        alert_id = alerts.add_alert(
+            first,
+            alerts.NewAlert(
+                incident_id=1,
+                service_client_id=ACCOUNT,
+                subscription_id=1,
+                subscription_name="orders",
+                kind="opened",
+                sequence=1,
+                dead_letters=1,
+                incident_dead_letters=1,
+                recipients=("ops@example.com",),
+                subject="orders: deliveries are failing",
+                message_id="<alert-1@prefctl.test>",
+                created_at=T0,
+            ),
+        )
+    claimed: list[bool] = []
+
+    def claim() -> None:
+        with second.transaction():
+            claimed.append(alerts.claim_alert(second, alert_id, "second", now=T0, until=T0 + 60))
+
+    with first.transaction():
+        assert alerts.claim_alert(first, alert_id, "first", now=T0, until=T0 + 60)
+        other = _waiting(postgres_url, claim)
+    other.join(timeout=30)
+    assert claimed == [False]

@@ -1,7 +1,9 @@
 """``prefctl emulator accounts``: several accounts in one emulator, one per team or pipeline.
 
 Like ``emulator clients``, these act on the emulator's store directly, so they work whether or not
-the emulator is running; a running emulator serves a new account at once.
+the emulator is running; a running emulator serves a new account at once. The store is the one
+``--store`` (``PREFCTL_STORE``) names, else the PostgreSQL database the emulator of the data dir
+serves (``emulator start --store``), else the data dir's SQLite file.
 
     prefctl emulator accounts add TEAM_A           # writes profile TEAM_A, prints the secret once
     prefctl emulator accounts list
@@ -10,7 +12,9 @@ the emulator is running; a running emulator serves a new account at once.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,15 +23,34 @@ from prefctl.cli._context import get_state
 from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
+from prefctl.config import ENV_DATA_DIR, ENV_STORE
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from prefctl.emulator.admin import AccountSummary
+    from prefctl.store import Store
 
 NameArgument = Annotated[
     str,
     typer.Argument(
         metavar="NAME",
         help="The account's service client id; also the name of its profile.",
+    ),
+]
+
+
+AccountsStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="PATH|URL",
+        envvar=ENV_STORE,
+        help="The emulator's store: a PostgreSQL database (postgresql://USER@HOST:PORT/DB), as "
+        f"'emulator start --store' serves it, or a SQLite file (env: {ENV_STORE}; default: the "
+        f"store of the emulator in the data dir, env: {ENV_DATA_DIR}).",
+        show_default=False,
+        show_envvar=False,
     ),
 ]
 
@@ -64,6 +87,7 @@ def add(
         bool, typer.Option("--force", help="Replace an existing profile of that name.")
     ] = False,
     data_dir: DataDirOption = None,
+    store: AccountsStoreOption = None,
 ) -> None:
     """Add an account with an admin user holding every permission and an OAuth client; write
     profile NAME for it and print its credentials (the client secret is shown only now)."""
@@ -86,7 +110,7 @@ def add(
     check_account_profile_free(config_file, name, replace=force)
     directory = resolve_data_dir(data_dir)
     clock = SystemClock()
-    with admin.open_admin_store(directory) as conn:
+    with _accounts_store(directory, store) as conn:
         new = admin.add_account(conn, clock, name, environment=environment.value)
         local_client_id = admin.bootstrap(conn, clock).credentials.client_id
     register_secret(new.secret)  # masked in any log line; stdout shows it once, below
@@ -145,13 +169,13 @@ ACCOUNTS_COLUMNS = columns(
 )
 
 
-def list_accounts(data_dir: DataDirOption = None) -> None:
+def list_accounts(data_dir: DataDirOption = None, store: AccountsStoreOption = None) -> None:
     """List the accounts (never their secrets); the default one is profile 'local''s."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+    with _accounts_store(resolve_data_dir(data_dir), store) as conn:
         summaries = admin.list_accounts(conn, SystemClock())
     get_state().out.table(
         [_account_record(summary) for summary in summaries], ACCOUNTS_COLUMNS, empty="no accounts"
@@ -162,6 +186,7 @@ def remove(
     name: NameArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     data_dir: DataDirOption = None,
+    store: AccountsStoreOption = None,
 ) -> None:
     """Delete an account and everything it owns (clients and their tokens, users, profiles,
     subscriptions, settings, events, deliveries, alerts), and its profile NAME.
@@ -178,10 +203,11 @@ def remove(
     state = get_state()
     directory = resolve_data_dir(data_dir)
     clock = SystemClock()
-    with admin.open_admin_store(directory) as conn:
+    with _accounts_store(directory, store) as conn:
         admin.check_removable(conn, clock, name)
+        where = f"the store {_store_name(store)}" if store else f"the emulator in {directory}"
         state.out.confirm(
-            f"Delete account {name} and all its data from the emulator in {directory}?",
+            f"Delete account {name} and all its data from {where}?",
             assume_yes=yes,
         )
         admin.remove_account(conn, clock, name)
@@ -192,6 +218,30 @@ def remove(
     state.out.success(
         f"removed account {name}" + (f" and profile '{name}'" if profile_removed else "")
     )
+
+
+@contextmanager
+def _accounts_store(directory: Path, store: str | None) -> Iterator[Store]:
+    """The store ``--store`` names (a SQLite file must be a store already: a typo never makes a
+    new one), else the PostgreSQL database the emulator serving from the data dir serves (its
+    pid file records the URL without a password: PGPASSWORD or ~/.pgpass give it), else the data
+    dir's SQLite store (created on first use, as ``emulator start`` does)."""
+    from prefctl.dispatcher.operations import resolve_store_location
+    from prefctl.emulator import admin, daemon
+    from prefctl.store.db import is_postgres_location, require_store
+
+    location = daemon.served_store(directory) if store is None else resolve_store_location(store)
+    if location is not None and not is_postgres_location(location):
+        require_store(Path(location))
+    with admin.open_admin_store(directory, None if location is None else str(location)) as conn:
+        yield conn
+
+
+def _store_name(store: str) -> str:
+    """``--store`` for a message: a URL without its password."""
+    from prefctl.dispatcher.operations import describe_store, resolve_store_location
+
+    return describe_store(resolve_store_location(store))
 
 
 def _account_record(summary: AccountSummary) -> dict[str, Any]:

@@ -148,8 +148,8 @@ def delete_account(conn: Store, service_client_id: str) -> bool:
 
     Foreign keys take what hangs off the account (clients, users, profiles, subscriptions,
     settings, programs, events, deliveries and their attempts, imports, alert incidents); the
-    token bookkeeping (keyed by client id) and the alert emails (kept without foreign keys so that
-    they outlive a subscription) are deleted here first.
+    token bookkeeping (keyed by client id), the alert emails (kept without foreign keys so that
+    they outlive a subscription) and the dispatchers' shared limits are deleted here first.
     """
     for statement in _ACCOUNT_BOOKKEEPING_DELETES:
         conn.execute(statement, (service_client_id,))
@@ -165,6 +165,9 @@ _ACCOUNT_BOOKKEEPING_DELETES = (
     "DELETE FROM used_assertions WHERE client_id IN"
     " (SELECT client_id FROM oauth_clients WHERE service_client_id = ?)",
     "DELETE FROM alert_messages WHERE service_client_id = ?",
+    # The account's limits as the dispatchers share them (no foreign keys: store/ceilings.py).
+    "DELETE FROM dispatcher_cycles WHERE service_client_id = ?",
+    "DELETE FROM dispatcher_slots WHERE service_client_id = ?",
 )
 
 

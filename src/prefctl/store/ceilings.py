@@ -41,6 +41,11 @@ __all__ = [
 ]
 
 
+# The rows are written only for an account that exists: a dispatcher whose cycle began before an
+# account was removed (``accounts.delete_account`` deletes its rows) writes none back for it.
+_ACCOUNT_EXISTS = "EXISTS (SELECT 1 FROM accounts WHERE service_client_id = ?1)"
+
+
 def next_cycle(last: float, now: float, period: float) -> float:
     """When the cycle after the one due at ``last`` may start, run at ``now``: Duration counts from
     a cycle's start, and one that starts late keeps the cadence (the next is due at its next point
@@ -72,11 +77,12 @@ def others_in_flight(conn: Store, account: str, owner: str, *, now: float) -> in
 
 def take_turn(conn: Store, account: str, *, seen: float | None, next_at: float) -> bool:
     """Run the account's cycle: move its next one to ``next_at`` if it is still ``seen`` (what
-    ``next_cycle_at`` read in this transaction). False: another dispatcher took it meanwhile."""
+    ``next_cycle_at`` read in this transaction). False: another dispatcher took it meanwhile, or
+    the account was removed."""
     if seen is None:
         cursor = conn.execute(
-            "INSERT INTO dispatcher_cycles (service_client_id, next_cycle_at) VALUES (?, ?)"
-            " ON CONFLICT (service_client_id) DO NOTHING",
+            "INSERT INTO dispatcher_cycles (service_client_id, next_cycle_at) SELECT ?1, ?2"
+            f" WHERE {_ACCOUNT_EXISTS} ON CONFLICT (service_client_id) DO NOTHING",
             (account, next_at),
         )
     else:
@@ -89,10 +95,12 @@ def take_turn(conn: Store, account: str, *, seen: float | None, next_at: float) 
 
 
 def hold(conn: Store, account: str, owner: str, *, in_flight: int, lease_until: float) -> None:
-    """Report ``owner``'s requests in flight for ``account``, counted until ``lease_until``."""
+    """Report ``owner``'s requests in flight for ``account``, counted until ``lease_until`` (not
+    for an account removed meanwhile)."""
     conn.execute(
         "INSERT INTO dispatcher_slots (service_client_id, owner, in_flight, lease_until)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (service_client_id, owner) DO UPDATE"
+        f" SELECT ?1, ?2, ?3, ?4 WHERE {_ACCOUNT_EXISTS}"
+        " ON CONFLICT (service_client_id, owner) DO UPDATE"
         " SET in_flight = excluded.in_flight, lease_until = excluded.lease_until",
         (account, owner, max(in_flight, 0), lease_until),
     )
