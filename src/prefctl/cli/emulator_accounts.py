@@ -222,17 +222,17 @@ def remove(
 
 @contextmanager
 def _accounts_store(directory: Path, store: str | None) -> Iterator[Store]:
-    """The store ``--store`` names (a SQLite file must be a store already: a typo never makes a
-    new one), else the PostgreSQL database the emulator serving from the data dir serves (its
+    """The store ``--store`` names (it must be a store already: a typo never makes a new one),
+    else the PostgreSQL database the emulator serving from the data dir serves (its
     pid file records the URL without a password: PGPASSWORD or ~/.pgpass give it), else the data
     dir's SQLite store (created on first use, as ``emulator start`` does)."""
-    from prefctl.dispatcher.operations import resolve_store_location
-    from prefctl.emulator import admin, daemon
-    from prefctl.store.db import is_postgres_location, require_store
+    from prefctl.cli._delivery_options import chosen_store
+    from prefctl.emulator import admin
+    from prefctl.store.db import require_store
 
-    location = daemon.served_store(directory) if store is None else resolve_store_location(store)
-    if location is not None and not is_postgres_location(location):
-        require_store(Path(location))
+    location = chosen_store(store, directory)
+    if location is not None:
+        require_store(location)  # a typo never makes a new store, on either backend
     with admin.open_admin_store(directory, None if location is None else str(location)) as conn:
         yield conn
 
