@@ -19,6 +19,11 @@ through ``serve_emulator``, which names the OS threads) and in the writer proces
 ``--py-spy PATH`` samples the server with py-spy during the run and prints the functions holding
 most of the samples (own time and inclusive), the profile that guided the hot-path work.
 
+``--postgres`` runs the emulator on a throwaway PostgreSQL cluster (scripts/pg_cluster.py) and
+prints that server's CPU per PATCH too; ``--store postgresql://…`` on a new database of a server
+of yours. The emulator finds the database in ``PREFCTL_STORE``, so every other start option
+combines with it.
+
 Needs wrk on PATH. Run: ``.venv/bin/python bench/api.py [--duration 10] [--connections 16]
 [--json] [--no-dispatcher] [--py-spy /path/to/py-spy]``.
 """

@@ -25,8 +25,17 @@ maximum: 5000 per 1 s cycle); against the 1 s endpoint a peak in flight of exact
 
 Needs nginx on PATH for the first target (Debian: ``apt-get install -y nginx``); this script does
 not install it and skips that target with a note when it is missing.
+On PostgreSQL (docs/performance.md, "Team sandbox on PostgreSQL"): ``--postgres`` starts a
+throwaway cluster (scripts/pg_cluster.py) and also prints its server's CPU per delivery;
+``--store postgresql://…`` uses a server of yours (a new database per target, dropped after).
+``--accounts N`` deals the events to N accounts, each with its own ceiling; ``--dispatchers N``
+runs N dispatcher processes at once on the store (this script with ``--engine``): deliveries/s
+is then their total, from the first one's first cycle to the last result, and CPU per delivery
+the sum of theirs.
+
 Run: ``.venv/bin/python bench/dispatcher.py [--events 100000] [--receiver-events 50000]
-[--slow-events 5000] [--json]``.
+[--slow-events 5000] [--targets nginx receive slow-1s] [--accounts N] [--dispatchers N]
+[--postgres | --store URL] [--json]``.
 """
 
 from __future__ import annotations
