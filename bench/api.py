@@ -19,6 +19,11 @@ through ``serve_emulator``, which names the OS threads) and in the writer proces
 ``--py-spy PATH`` samples the server with py-spy during the run and prints the functions holding
 most of the samples (own time and inclusive), the profile that guided the hot-path work.
 
+``--postgres`` runs the emulator on a throwaway PostgreSQL cluster (scripts/pg_cluster.py) and
+prints that server's CPU per PATCH too; ``--store postgresql://…`` on a new database of a server
+of yours. The emulator finds the database in ``PREFCTL_STORE``, so every other start option
+combines with it.
+
 Needs wrk on PATH. Run: ``.venv/bin/python bench/api.py [--duration 10] [--connections 16]
 [--json] [--no-dispatcher] [--workers N] [--py-spy /path/to/py-spy]``.
 """
@@ -32,17 +37,27 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import child_pids, cpu_seconds, free_port, own_cpu_seconds
+from _common import (
+    add_store_options,
+    backend_name,
+    child_pids,
+    cpu_seconds,
+    database_cpu_seconds,
+    free_port,
+    fresh_database,
+    own_cpu_seconds,
+    postgres_server,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "bench" / "api_patch.lua"
@@ -71,10 +86,13 @@ class Result:
     server_cpu_ms_per_patch: float
     # Server CPU ms per PATCH by thread group (THREAD_GROUPS): what the dispatcher takes apart.
     thread_cpu_ms_per_patch: dict[str, float]
+    # The PostgreSQL server's CPU ms per PATCH (--postgres: a cluster started here), else None.
+    db_cpu_ms_per_patch: float | None = None
 
 
-def prepare_store(data_dir: Path) -> dict[str, str]:
-    """Bootstrap the account and add the subscriptions; returns the local credentials."""
+def prepare_store(data_dir: Path, store: str | None = None) -> dict[str, str]:
+    """Bootstrap the account and add the subscriptions, in the data dir's SQLite store or the
+    PostgreSQL database ``store``; returns the local credentials."""
     from prefctl.clock import SystemClock
     from prefctl.emulator import admin
     from prefctl.store import subscriptions
@@ -82,7 +100,7 @@ def prepare_store(data_dir: Path) -> dict[str, str]:
 
     clock = SystemClock()
     closed_port = free_port()  # nothing listens there
-    with admin.open_admin_store(data_dir) as conn:
+    with admin.open_admin_store(data_dir, store) as conn:
         boot = admin.bootstrap(conn, clock)
         account = boot.account.service_client_id
         now = clock.now().timestamp()
@@ -193,9 +211,12 @@ def run_wrk(url: str, args: list[str], connections: int, duration: float) -> dic
     raise SystemExit(f"no summary from wrk:\n{done.stdout}\n{done.stderr}")
 
 
-def store_counts(store: Path) -> tuple[int, int, int]:
-    """(PATCHes written, events, deliveries): each PATCH writes one profile.updated."""
-    conn = sqlite3.connect(store)
+def store_counts(store: Path | str) -> tuple[int, int, int]:
+    """(PATCHes written, events, deliveries) in the store at ``store`` (a SQLite path or a
+    PostgreSQL URL): each PATCH writes one profile.updated."""
+    from prefctl.store.db import connect
+
+    conn = connect(store)
     try:
         patches = conn.execute(
             "SELECT count(*) FROM events WHERE event_type = 'profile.updated'"
@@ -338,6 +359,21 @@ def components(raw: Path) -> list[tuple[str, float]]:
     return [(name, 100 * count / max(total, 1)) for name, count in shares.most_common()]
 
 
+@contextlib.contextmanager
+def store_location(server: str | None) -> Iterator[str | None]:
+    """A new database on the PostgreSQL ``server`` for the emulator, which ``emulator start``
+    finds in PREFCTL_STORE (as a user's shell would set it); None and nothing set for SQLite."""
+    if server is None:
+        yield None
+        return
+    with fresh_database(server) as url:
+        os.environ["PREFCTL_STORE"] = url
+        try:
+            yield url
+        finally:
+            del os.environ["PREFCTL_STORE"]
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         serve_emulator(sys.argv[2:])
@@ -359,16 +395,22 @@ def main() -> None:
         help="run the emulator without its embedded dispatcher (by default it runs, as with "
         "prefctl emulator start, and retries the closed port: its CPU is part of the figure)",
     )
+    add_store_options(parser)
     parser.add_argument("--py-spy", help="path to py-spy: sample the server during the run")
     parser.add_argument("--py-spy-raw", help="keep py-spy's collapsed stacks in this file")
     options = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not on PATH (Debian: apt-get install -y wrk)")
 
-    with tempfile.TemporaryDirectory(prefix="prefctl-bench-api-") as tmp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix="prefctl-bench-api-") as tmp_name,
+        postgres_server(options) as pg_server,
+        store_location(pg_server) as postgres,
+    ):
         tmp = Path(tmp_name)
         data_dir = tmp / "data"
-        creds = prepare_store(data_dir)
+        location = postgres or data_dir / "emulator.db"
+        creds = prepare_store(data_dir, postgres)
         port = free_port()
         server = start_emulator(
             data_dir,
@@ -387,7 +429,8 @@ def main() -> None:
             results = []
             spy = None
             for connections in options.connections:
-                before = store_counts(data_dir / "emulator.db")
+                before = store_counts(location)
+                db_before = database_cpu_seconds(postgres)
                 cpu_before = cpu_seconds(server.pid)
                 threads_before = thread_cpu_seconds(server.pid)
                 if options.py_spy and spy is None:
@@ -416,7 +459,8 @@ def main() -> None:
                 stats = run_wrk(base, wrk_args, connections, options.duration)
                 cpu = cpu_seconds(server.pid) - cpu_before
                 threads_after = thread_cpu_seconds(server.pid)
-                after = store_counts(data_dir / "emulator.db")
+                after = store_counts(location)
+                db_after = database_cpu_seconds(postgres)
                 written = max(after[0] - before[0], 1)
                 ok = stats["requests"] - stats["status_errors"]
                 seconds = stats["duration_us"] / 1e6
@@ -444,6 +488,9 @@ def main() -> None:
                             )
                             for group, spent in sorted(threads_after.items())
                         },
+                        db_cpu_ms_per_patch=None
+                        if db_before is None or db_after is None
+                        else round(1000 * (db_after - db_before) / max(stats["requests"], 1), 3),
                     )
                 )
             hot: list[tuple[str, float, float]] = []
@@ -488,6 +535,12 @@ def main() -> None:
             for r in results
         )
     )
+    print(f"store: {backend_name(postgres)}")
+    if any(r.db_cpu_ms_per_patch is not None for r in results):
+        print(
+            "PostgreSQL server CPU ms per PATCH: "
+            + "; ".join(f"{r.connections} conns: {r.db_cpu_ms_per_patch}" for r in results)
+        )
     target = "met" if max(r.patches_per_s for r in results) >= 500 else "NOT met"
     print(f"target ≥ 500 PATCH/s: {target}")
     if parts:

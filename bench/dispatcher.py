@@ -25,14 +25,25 @@ maximum: 5000 per 1 s cycle); against the 1 s endpoint a peak in flight of exact
 
 Needs nginx on PATH for the first target (Debian: ``apt-get install -y nginx``); this script does
 not install it and skips that target with a note when it is missing.
+On PostgreSQL (docs/performance.md, "Team sandbox on PostgreSQL"): ``--postgres`` starts a
+throwaway cluster (scripts/pg_cluster.py) and also prints its server's CPU per delivery;
+``--store postgresql://…`` uses a server of yours (a new database per target, dropped after).
+``--accounts N`` deals the events to N accounts, each with its own ceiling; ``--dispatchers N``
+runs N dispatcher processes at once on the store (this script with ``--engine``): deliveries/s
+is then their total, from the first one's first cycle to the last result, and CPU per delivery
+the sum of theirs.
+
 Run: ``.venv/bin/python bench/dispatcher.py [--events 100000] [--receiver-events 50000]
-[--slow-events 5000] [--json]``.
+[--slow-events 5000] [--targets nginx receive slow-1s] [--accounts N] [--dispatchers N]
+[--postgres | --store URL] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -41,12 +52,23 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from _common import free_port, own_cpu_seconds, start_nginx, wait_healthy
+from _common import (
+    add_store_options,
+    backend_name,
+    database_cpu_seconds,
+    free_port,
+    fresh_database,
+    own_cpu_seconds,
+    postgres_server,
+    start_nginx,
+    wait_healthy,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -60,6 +82,9 @@ HASHKEY_ENV = "PREFCTL_BENCH_HASHKEY"
 @dataclass
 class Result:
     target: str
+    backend: str  # SQLite or PostgreSQL
+    dispatchers: int  # processes sharing the queue (one: this process)
+    accounts: int
     events: int
     delivered: int
     seconds: float
@@ -73,7 +98,10 @@ class Result:
     rss_end_mib: float
     load_average: float
     max_concurrent_requests: int
-    cpu_us_per_delivery: float  # this process (the dispatcher), user + system
+    cpu_us_per_delivery: float  # the dispatcher processes, user + system
+    # The PostgreSQL server's CPU (postmaster and backends) per delivery, when it is a throwaway
+    # cluster of --postgres: on PostgreSQL the store's work is there, not in the dispatcher.
+    db_cpu_us_per_delivery: float | None = None
     peak_in_flight: int | None = None  # as the endpoint saw it (the slow endpoint only)
     checks: dict[str, Any] = field(default_factory=dict)
 
@@ -85,9 +113,17 @@ def rss_mib() -> float:
     return 0.0
 
 
-def make_store(path: Path, url: str, events: int, max_concurrent: int = 5000) -> None:
-    """A store with one account (MaxConcurrentRequests ``max_concurrent``, Duration 1), one
-    subscription to ``url`` and ``events`` queued profile.created events of about 1 KB."""
+def account_name(number: int, accounts: int) -> str:
+    """The ``number``-th of ``accounts`` bench accounts (one: plain ``ACCOUNT``)."""
+    return ACCOUNT if accounts == 1 else f"{ACCOUNT}_{number + 1}"
+
+
+def make_store(
+    location: Path | str, url: str, events: int, max_concurrent: int = 5000, accounts: int = 1
+) -> None:
+    """A store (a SQLite path or a PostgreSQL URL) with ``accounts`` accounts (each with
+    MaxConcurrentRequests ``max_concurrent``, Duration 1, and one subscription to ``url``) and
+    ``events`` queued profile.created events of about 1 KB, dealt to the accounts in turn."""
     from prefctl.store import deliveries, subscriptions
     from prefctl.store import events as event_store
     from prefctl.store.accounts import Account, add_account
@@ -96,7 +132,7 @@ def make_store(path: Path, url: str, events: int, max_concurrent: int = 5000) ->
     from prefctl.store.settings import update_settings
 
     now = time.time()
-    conn = connect(path)
+    conn = connect(location)
     migrate(conn)
     body = {
         "Name": "bench",
@@ -106,33 +142,42 @@ def make_store(path: Path, url: str, events: int, max_concurrent: int = 5000) ->
         "Subscriptions": [{"Entity": "Profile", "EventType": "profile.created"}],
         "Alerts": {"Enabled": False, "Recipients": []},
     }
+    subscription_ids = []
     with transaction(conn):
-        add_account(conn, Account(ACCOUNT, HASHKEY, SIGNATURE_USER_ID, created_at=now))
-        update_settings(conn, ACCOUNT, {"MaxConcurrentRequests": max_concurrent, "Duration": 1})
-        record = subscriptions.create_subscription(conn, ACCOUNT, body, actor="bench", now=now)
-        subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=now)
+        for number in range(accounts):
+            name = account_name(number, accounts)
+            add_account(conn, Account(name, HASHKEY, SIGNATURE_USER_ID, created_at=now))
+            settings = {"MaxConcurrentRequests": max_concurrent, "Duration": 1}
+            update_settings(conn, name, settings)
+            record = subscriptions.create_subscription(conn, name, body, actor="bench", now=now)
+            subscriptions.set_provisioning_state(conn, record.id, "Succeeded", now=now)
+            subscription_ids.append(record.id)
     filler = "x" * 700
     for start in range(0, events, 10_000):
-        batch = [
-            event_store.NewEvent(
-                event_id=f"00000000-0000-4000-8000-{n:012d}",
-                event_type="profile.created",
-                entity="Profile",
-                profile_id=100_000 + n,
-                original_event_time=now,
-                data={
-                    "ProfileId": 100_000 + n,
-                    "Emails": [{"Address": f"p{n}@example.com"}],
-                    "Notes": filler,
-                },
-            )
-            for n in range(start, min(start + 10_000, events))
-        ]
-        with transaction(conn):
-            rowids = event_store.insert_events(conn, ACCOUNT, batch)
-            deliveries.add_deliveries(
-                conn, [deliveries.NewDelivery(r, record.id) for r in rowids], now=now
-            )
+        for number in range(accounts):
+            batch = [
+                event_store.NewEvent(
+                    event_id=f"00000000-0000-4000-8000-{n:012d}",
+                    event_type="profile.created",
+                    entity="Profile",
+                    profile_id=100_000 + n,
+                    original_event_time=now,
+                    data={
+                        "ProfileId": 100_000 + n,
+                        "Emails": [{"Address": f"p{n}@example.com"}],
+                        "Notes": filler,
+                    },
+                )
+                for n in range(start, min(start + 10_000, events))
+                if n % accounts == number
+            ]
+            with transaction(conn):
+                name = account_name(number, accounts)
+                rowids = event_store.insert_events(conn, name, batch)
+                subscription_id = subscription_ids[number]
+                deliveries.add_deliveries(
+                    conn, [deliveries.NewDelivery(r, subscription_id) for r in rowids], now=now
+                )
     conn.close()
 
 
@@ -156,17 +201,6 @@ class Meter:
             self.samples.append((self.last, sum(self.batches)))
             if len(self.batches) == 2:
                 self.rss_warm = rss_mib()
-
-    def steady(self) -> float:
-        """Deliveries/s between two results batches, leaving out the first and last 1.5 s (the
-        first cycle's start and the last one's tail)."""
-        if not self.samples:
-            return 0.0
-        low, high = self.samples[0][0] + 1.5, self.samples[-1][0] - 1.5
-        inside = [sample for sample in self.samples if low <= sample[0] <= high]
-        if len(inside) < 2 or inside[-1][0] == inside[0][0]:
-            return 0.0
-        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
     def on_cycle(self, now: datetime) -> None:
         if self.first is None:
@@ -221,38 +255,119 @@ class SlowEndpoint:
             writer.close()
 
 
-def measure(target: str, store: Path, events: int, max_concurrent: int = 5000) -> Result:
+def run_engine(location: Path | str) -> dict[str, Any]:
+    """One dispatcher (``dispatcher.run --once``) in this process over the store at
+    ``location``, until nothing is due: what it delivered, its CPU seconds, its results batches
+    (monotonic time, the same clock in every process) and its memory."""
     from prefctl.dispatcher.run import DispatcherConfig, run
-    from prefctl.store.db import connect
 
     meter = Meter()
     rss_start = rss_mib()
     cpu_start = own_cpu_seconds("self")
-    totals = run(DispatcherConfig(store_path=store, once=True, plugins=False, observers=[meter]))
+    config = DispatcherConfig(store_path=location, once=True, plugins=False, observers=[meter])
+    totals = run(config)
     rss_end = rss_mib()
-    cpu = own_cpu_seconds("self") - cpu_start
-    seconds = (meter.last or 0.0) - (meter.first or 0.0)
+    return {
+        "delivered": totals.delivered,
+        "failed": totals.failed,
+        "timed_out": totals.timed_out,
+        "cycles": totals.cycles,
+        "cpu": own_cpu_seconds("self") - cpu_start,
+        "first": meter.first,
+        "batches": meter.batches,
+        "samples": meter.samples,
+        "rss": [rss_start, meter.rss_warm, max(meter.rss_peak, rss_end), rss_end],
+    }
+
+
+def run_engines(location: Path | str, dispatchers: int) -> list[dict[str, Any]]:
+    """``run_engine`` here (one dispatcher), or in ``dispatchers`` processes of their own at
+    once (``--engine``: this script), which share the store's queue and its ceilings."""
+    if dispatchers == 1:
+        return [run_engine(location)]
+    command = [sys.executable, __file__, "--engine", str(location)]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(dispatchers)]
+    runs = []
+    for process in processes:
+        out, _ = process.communicate(timeout=1800)
+        if process.returncode != 0:
+            raise SystemExit(f"a dispatcher process exited with code {process.returncode}")
+        runs.append(json.loads(out))
+    return runs
+
+
+def steady(samples: list[tuple[float, int]]) -> float:
+    """Deliveries/s between two results batches, leaving out the first and last 1.5 s (the
+    first cycle's start and the last one's tail)."""
+    if not samples:
+        return 0.0
+    low, high = samples[0][0] + 1.5, samples[-1][0] - 1.5
+    inside = [sample for sample in samples if low <= sample[0] <= high]
+    if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+        return 0.0
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+
+def measure(
+    target: str,
+    store: Path | str,
+    events: int,
+    max_concurrent: int = 5000,
+    dispatchers: int = 1,
+    accounts: int = 1,
+) -> Result:
+    from prefctl.store.db import connect
+
+    location = store if isinstance(store, str) else None
+    db_before = database_cpu_seconds(location)
+    runs = run_engines(store, dispatchers)
+    db_after = database_cpu_seconds(location)
+    delivered = sum(run["delivered"] for run in runs)
+    # All dispatchers' results batches on one time line: deliveries so far after each.
+    batches = sorted((at, count) for run in runs for at, count in _batch_counts(run))
+    counts = itertools.accumulate(count for _, count in batches)
+    samples = list(zip([at for at, _ in batches], counts, strict=True))
+    firsts = [run["first"] for run in runs if run["first"] is not None]
+    seconds = (samples[-1][0] - min(firsts)) if samples and firsts else 0.0
     conn = connect(store)
     states = dict(conn.execute("SELECT state, count(*) FROM deliveries GROUP BY state").fetchall())
     conn.close()
+    cpu = sum(run["cpu"] for run in runs)
     return Result(
         target=target,
+        backend=backend_name(location),
+        dispatchers=dispatchers,
+        accounts=accounts,
         events=events,
-        delivered=totals.delivered,
+        delivered=delivered,
         seconds=round(seconds, 3),
-        deliveries_per_s=round(totals.delivered / seconds) if seconds else 0.0,
-        steady_per_s=round(meter.steady()),
-        cycles=totals.cycles,
-        largest_batch=max(meter.batches, default=0),
-        rss_start_mib=round(rss_start, 1),
-        rss_warm_mib=round(meter.rss_warm, 1),
-        rss_peak_mib=round(max(meter.rss_peak, rss_end), 1),
-        rss_end_mib=round(rss_end, 1),
+        deliveries_per_s=round(delivered / seconds) if seconds else 0.0,
+        steady_per_s=round(steady(samples)),
+        cycles=sum(run["cycles"] for run in runs),
+        largest_batch=max((count for _, count in batches), default=0),
+        rss_start_mib=round(max(run["rss"][0] for run in runs), 1),
+        rss_warm_mib=round(max(run["rss"][1] for run in runs), 1),
+        rss_peak_mib=round(max(run["rss"][2] for run in runs), 1),
+        rss_end_mib=round(max(run["rss"][3] for run in runs), 1),
         load_average=round(os.getloadavg()[0], 2),
         max_concurrent_requests=max_concurrent,
-        cpu_us_per_delivery=round(cpu / totals.delivered * 1e6, 1) if totals.delivered else 0.0,
-        checks={"states": states, "failed": totals.failed, "timed_out": totals.timed_out},
+        cpu_us_per_delivery=round(cpu / delivered * 1e6, 1) if delivered else 0.0,
+        db_cpu_us_per_delivery=(
+            round((db_after - db_before) / delivered * 1e6, 1)
+            if db_before is not None and db_after is not None and delivered
+            else None
+        ),
+        checks={
+            "states": states,
+            "failed": sum(run["failed"] for run in runs),
+            "timed_out": sum(run["timed_out"] for run in runs),
+        },
     )
+
+
+def _batch_counts(run: dict[str, Any]) -> list[tuple[float, int]]:
+    """(time, deliveries) of each results batch of one dispatcher's run."""
+    return [(at, count) for (at, _), count in zip(run["samples"], run["batches"], strict=True)]
 
 
 def start_receiver(port: int, output: Path) -> subprocess.Popen[bytes]:
@@ -288,7 +403,13 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+TARGETS = ("nginx", "receive", "slow-1s")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--engine"]:  # one of run_engines' dispatcher processes
+        print(json.dumps(run_engine(sys.argv[2])))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000, help="events queued for nginx")
     parser.add_argument(
@@ -297,52 +418,85 @@ def main() -> None:
     parser.add_argument(
         "--slow-events", type=int, default=5000, help="events queued for the 1 s endpoint"
     )
+    parser.add_argument(
+        "--targets", nargs="+", choices=TARGETS, default=list(TARGETS), help="what to measure"
+    )
+    parser.add_argument(
+        "--accounts", type=int, default=1, help="accounts sharing the events, each with its ceiling"
+    )
+    parser.add_argument(
+        "--dispatchers",
+        type=int,
+        default=1,
+        help="dispatcher processes sharing the queue (one: in this process)",
+    )
+    add_store_options(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     results: list[Result] = []
     notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="prefctl-bench-") as tmp_name:
+    shape = {"dispatchers": args.dispatchers, "accounts": args.accounts}
+    with (
+        tempfile.TemporaryDirectory(prefix="prefctl-bench-") as tmp_name,
+        postgres_server(args) as server,
+    ):
         tmp = Path(tmp_name)
-        if shutil.which("nginx"):
+
+        @contextlib.contextmanager
+        def new_store(name: str) -> Iterator[Path | str]:
+            if server is None:
+                yield tmp / f"{name}.db"
+            else:
+                with fresh_database(server) as url:
+                    yield url
+
+        if "nginx" in args.targets and shutil.which("nginx"):
             port = free_port()
             nginx = start_nginx(tmp, port)
             try:
                 wait_healthy(f"http://127.0.0.1:{port}/", nginx)
-                store = tmp / "nginx.db"
-                make_store(store, f"http://127.0.0.1:{port}/webhooks", args.events)
-                results.append(measure("nginx", store, args.events))
+                with new_store("nginx") as store:
+                    url = f"http://127.0.0.1:{port}/webhooks"
+                    make_store(store, url, args.events, accounts=args.accounts)
+                    results.append(measure("nginx", store, args.events, **shape))
             finally:
                 stop(nginx)
-        else:
+        elif "nginx" in args.targets:
             notes.append(
                 "nginx is not installed: the nginx target was skipped "
                 "(Debian: apt-get install -y nginx)"
             )
-        port = free_port()
-        output = tmp / "receive.ndjson"
-        receiver = start_receiver(port, output)
-        try:
-            wait_healthy(f"http://127.0.0.1:{port}/healthz", receiver)
-            store = tmp / "receive.db"
-            make_store(store, f"http://127.0.0.1:{port}/webhooks", args.receiver_events)
-            result = measure("receive", store, args.receiver_events)
-        finally:
-            stop(receiver)
-        result.checks |= receiver_checks(output)
-        results.append(result)
-        with SlowEndpoint(delay=1.0) as endpoint:
-            store = tmp / "slow.db"
-            url = f"http://127.0.0.1:{endpoint.port}/webhooks"
-            make_store(store, url, args.slow_events, max_concurrent=500)
-            result = measure("slow-1s", store, args.slow_events, max_concurrent=500)
-            result.peak_in_flight = endpoint.peak
-        results.append(result)
+        if "receive" in args.targets:
+            port = free_port()
+            output = tmp / "receive.ndjson"
+            receiver = start_receiver(port, output)
+            try:
+                wait_healthy(f"http://127.0.0.1:{port}/healthz", receiver)
+                with new_store("receive") as store:
+                    url = f"http://127.0.0.1:{port}/webhooks"
+                    make_store(store, url, args.receiver_events, accounts=args.accounts)
+                    result = measure("receive", store, args.receiver_events, **shape)
+            finally:
+                stop(receiver)
+            result.checks |= receiver_checks(output)
+            results.append(result)
+        if "slow-1s" in args.targets:
+            with SlowEndpoint(delay=1.0) as endpoint, new_store("slow") as store:
+                url = f"http://127.0.0.1:{endpoint.port}/webhooks"
+                make_store(store, url, args.slow_events, max_concurrent=500, accounts=args.accounts)
+                result = measure("slow-1s", store, args.slow_events, max_concurrent=500, **shape)
+                result.peak_in_flight = endpoint.peak
+            results.append(result)
     if args.json:
         print(json.dumps({"results": [asdict(r) for r in results], "notes": notes}, indent=2))
         return
     print(
+        f"{results[0].backend if results else ''}, {args.dispatchers} dispatcher(s),"
+        f" {args.accounts} account(s)"
+    )
+    print(
         "target    events  delivered  seconds  deliveries/s  steady/s  cycles  largest batch"
-        "  RSS MiB start/warm/peak/end  load  CPU µs/delivery"
+        "  RSS MiB start/warm/peak/end  load  CPU µs/delivery (+ PostgreSQL's)"
     )
     for r in results:
         rss = f"{r.rss_start_mib:.0f}/{r.rss_warm_mib:.0f}/{r.rss_peak_mib:.0f}/{r.rss_end_mib:.0f}"
@@ -351,6 +505,7 @@ def main() -> None:
             f"{r.deliveries_per_s:>13,.0f} {r.steady_per_s:>9,.0f} {r.cycles:>7}"
             f" {r.largest_batch:>14}"
             f"  {rss:<27}  {r.load_average:.1f}  {r.cpu_us_per_delivery:.0f}"
+            + ("" if r.db_cpu_us_per_delivery is None else f" + {r.db_cpu_us_per_delivery:.0f}")
         )
         if r.peak_in_flight is not None:
             print(

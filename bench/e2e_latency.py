@@ -15,7 +15,10 @@ the EventId and EventTime but not OriginalEventTime. Printed: p50/p90/p99/max an
 then waits Duration (1 s), so an event waits about half a cycle on average: expect p50 ≈ 500 ms
 plus the attempt itself, and p99 a little over one cycle.
 
-Run: ``.venv/bin/python bench/e2e_latency.py [--rate 50] [--duration 10] [--json]``.
+``--postgres`` runs the emulator on a throwaway PostgreSQL cluster (``--store URL``: a new
+database on that server), where new deliveries wake the dispatcher through LISTEN/NOTIFY.
+
+Run: ``.venv/bin/python bench/e2e_latency.py [--rate 50] [--duration 10] [--postgres] [--json]``.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import add_store_options, backend_name, postgres_server
 
 import api  # bench/api.py: free_port, start_emulator, request, token, create_profiles
 
@@ -58,6 +64,7 @@ class Result:
     p99_ms: float
     max_ms: float
     duration_setting_s: int
+    backend: str  # SQLite or PostgreSQL
 
 
 def start_receiver(port: int, config: Path, output: Path) -> subprocess.Popen[bytes]:
@@ -139,20 +146,26 @@ def send_patches(api_url: str, bearer: str, ids: list[int], rate: float, seconds
     return total
 
 
-def open_store(store: Path) -> sqlite3.Connection:
+def open_store(store: Path | str) -> Any:
+    """A read-only look at the emulator's store: its SQLite file, or a connection to its
+    PostgreSQL database (a URL), for plain SELECTs."""
+    if isinstance(store, str):
+        from prefctl.store.db import connect
+
+        return connect(store)
     return sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=10)
 
 
-def wait_drained(store: Path, subscription_id: int, output: Path) -> None:
+def wait_drained(store: Path | str, subscription_id: int, output: Path) -> None:
     """Until no delivery of the subscription is still moving and the receiver logged them all."""
     deadline = time.monotonic() + DRAIN_SECONDS
     while time.monotonic() < deadline:
         conn = open_store(store)
         try:
             moving, delivered = conn.execute(
-                "SELECT sum(state NOT IN ('delivered', 'dead_lettered')),"
-                " sum(state = 'delivered') FROM deliveries WHERE subscription_id = ?",
-                (subscription_id,),
+                "SELECT count(*) FILTER (WHERE state NOT IN ('delivered', 'dead_lettered')),"
+                " count(*) FILTER (WHERE state = 'delivered') FROM deliveries"
+                f" WHERE subscription_id = {int(subscription_id)}"
             ).fetchone()
         finally:
             conn.close()
@@ -183,14 +196,14 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[index]
 
 
-def measure(store: Path, subscription_id: int, output: Path) -> tuple[int, int, list[float]]:
+def measure(store: Path | str, subscription_id: int, output: Path) -> tuple[int, int, list[float]]:
     """(events fanned out to the subscription, delivered, latencies in ms of those received)."""
     conn = open_store(store)
     try:
         rows = conn.execute(
             "SELECT e.event_id, e.original_event_time, d.state FROM deliveries d"
-            " JOIN events e ON e.id = d.event_rowid WHERE d.subscription_id = ?",
-            (subscription_id,),
+            " JOIN events e ON e.id = d.event_rowid"
+            f" WHERE d.subscription_id = {int(subscription_id)}"
         ).fetchall()
     finally:
         conn.close()
@@ -205,11 +218,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="PATCHes per second")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of PATCHes")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_store_options(parser)
     options = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="prefctl-bench-e2e-") as tmp_name:
+    with (
+        tempfile.TemporaryDirectory(prefix="prefctl-bench-e2e-") as tmp_name,
+        postgres_server(options) as pg_server,
+        api.store_location(pg_server) as postgres,
+    ):
         tmp = Path(tmp_name)
         config, output, data_dir = tmp / "profiles.toml", tmp / "receive.ndjson", tmp / "data"
+        store = postgres or data_dir / "emulator.db"
         port, receiver_port = api.free_port(), api.free_port()
         emulator = api.start_emulator(data_dir, port, config)
         receiver = None
@@ -229,10 +248,8 @@ def main() -> None:
             started = time.monotonic()
             patches = send_patches(api_url, bearer, ids, options.rate, options.duration)
             sent_for = time.monotonic() - started
-            wait_drained(data_dir / "emulator.db", subscription_id, output)
-            events, delivered, latencies = measure(
-                data_dir / "emulator.db", subscription_id, output
-            )
+            wait_drained(store, subscription_id, output)
+            events, delivered, latencies = measure(store, subscription_id, output)
         finally:
             if receiver is not None:
                 stop(receiver)
@@ -254,12 +271,14 @@ def main() -> None:
         p99_ms=round(percentile(latencies, 0.99), 1),
         max_ms=round(max(latencies), 1),
         duration_setting_s=int(settings["Duration"]),
+        backend=backend_name(postgres),
     )
     if options.json:
         print(json.dumps(asdict(result), indent=2))
         return
     print(
-        f"PATCH → delivered to prefctl receive (Duration {result.duration_setting_s}, time scale 1)"
+        f"PATCH → delivered to prefctl receive (Duration {result.duration_setting_s}, time scale 1,"
+        f" {result.backend})"
     )
     print(
         f"PATCHes {result.patches} at {result.patches_per_s}/s; events {result.events},"

@@ -11,8 +11,9 @@ event at its next cycle (about half a Duration on average); on PostgreSQL the no
 it at once. (An event that comes less than a Duration after the previous cycle that sent waits
 for the next cycle on both: cycles that send stay Duration apart.)
 
-PostgreSQL: the server of ``PREFCTL_TEST_POSTGRESQL`` (a superuser URL), else a throwaway cluster
-started with scripts/pg_cluster.py and stopped at the end.
+PostgreSQL: the server of ``--store URL`` or ``PREFCTL_TEST_POSTGRESQL`` (a superuser URL; a new
+database there, dropped at the end), else a throwaway cluster started with scripts/pg_cluster.py
+and stopped at the end.
 Run: ``.venv/bin/python bench/wakeup_latency.py [--events 20] [--json]``.
 """
 
@@ -28,12 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
+
+from _common import fresh_database, postgres_server
 
 from dispatcher import ACCOUNT, HASHKEY, SIGNATURE_USER_ID, make_store
 
-ROOT = Path(__file__).resolve().parents[1]
 PREFCTL = str(Path(sys.executable).parent / "prefctl")
 
 
@@ -88,21 +89,6 @@ def measure(location: str, events: int) -> list[float]:
     return latencies
 
 
-def _postgres_server() -> tuple[str, Path | None]:
-    given = os.environ.get("PREFCTL_TEST_POSTGRESQL")
-    if given:
-        return given, None
-    folder = Path(tempfile.mkdtemp(prefix="prefctl-pg-bench-"))
-    script = str(ROOT / "scripts" / "pg_cluster.py")
-    started = subprocess.run(
-        [sys.executable, script, "start", "--dir", str(folder)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return started.stdout.strip(), folder
-
-
 def _summary(latencies: list[float]) -> dict[str, float]:
     ordered = sorted(latencies)
     return {
@@ -116,26 +102,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        default=os.environ.get("PREFCTL_TEST_POSTGRESQL"),
+        help="a PostgreSQL server (a superuser URL; default: a throwaway cluster)",
+    )
     args = parser.parse_args()
-    import psycopg
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["PREFCTL_DATA_DIR"] = str(Path(tmp) / "data")
         results["sqlite"] = _summary(measure(str(Path(tmp) / "store.db"), args.events))
-    server, folder = _postgres_server()
-    name = f"prefctl_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}".encode())
-    try:
-        url = f"{server.rpartition('/')[0]}/{name}"
+    # The server of --store (PREFCTL_TEST_POSTGRESQL by default), else a throwaway cluster.
+    where = argparse.Namespace(store=args.store, postgres=True)
+    with postgres_server(where) as server, fresh_database(str(server)) as url:
         results["postgresql"] = _summary(measure(url, args.events))
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)".encode())
-        if folder is not None:
-            script = str(ROOT / "scripts" / "pg_cluster.py")
-            subprocess.run([sys.executable, script, "stop", str(folder)], check=False)
     if args.json:
         print(json.dumps(results))
         return
