@@ -443,7 +443,13 @@ class Engine:
         assert self._owner is not None
         assert self._inflight is not None
         name = plan.row.service_client_id
-        claimed = self._claim_room(plan, self._turn(plan, now), now)
+        turn = self._turn(plan, now)
+        claimed = self._claim_room(plan, turn, now)
+        if turn > 0 and not claimed:
+            # An idle cycle: the account's next one may start as soon as a wake-up comes, on any
+            # dispatcher (``wake``); cycles that send stay Duration apart, since this one sent
+            # nothing a Duration or more after the last that did.
+            ceilings.take_turn(self.conn, name, seen=plan.account.next_cycle_at, next_at=now)
         held = self._inflight.open_by_account[name] + len(claimed)
         ceilings.hold(
             self.conn, name, self._owner.base, in_flight=held, lease_until=now + plan.lease
