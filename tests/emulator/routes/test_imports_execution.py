@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
 from tests.emulator.routes._api import MERGE_PATCH, Api, issue_token
@@ -107,6 +108,7 @@ def test_import_processed_records_advance_while_it_executes(api: Api) -> None:
     assert max(seen) == RECORDS
 
 
+@pytest.mark.sqlite_only("finds the writer process by the SQLite file in its command line")
 def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_a_record(
     emulator: RunningEmulator, api: Api
 ) -> None:
@@ -144,6 +146,7 @@ def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_
     assert _profiles_tagged(restarted, marker) == total  # …and no record applied twice
 
 
+@pytest.mark.sqlite_only("makes the step fail with a SQLite trigger")
 def test_import_whose_step_cannot_write_is_failed_with_the_reason(
     emulator: RunningEmulator, api: Api
 ) -> None:
