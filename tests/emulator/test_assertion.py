@@ -22,6 +22,14 @@ from cryptography.x509.oid import NameOID
 from prefctl.clock import SystemClock
 from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
+from prefctl.store.db import open_store
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    """The token endpoint's clients and tokens are in the store: both backends."""
+    return emulator_on_both_backends
+
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
@@ -75,7 +83,7 @@ def register(emulator: RunningEmulator, tmp_path: Path, key: Any, algorithm: str
     cert = self_signed(key)
     pem = tmp_path / f"{uuid.uuid4().hex}.pem"
     pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    with admin.open_admin_store(emulator.data_dir) as conn:
+    with open_store(emulator.store) as conn:
         new = admin.add_client(conn, SystemClock(), name="cert", certificate=pem)
     assert new.secret is None
     return CertClient(new.client.client_id, key, cert, algorithm)

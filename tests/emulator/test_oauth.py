@@ -13,6 +13,14 @@ import pytest
 from prefctl.clock import SystemClock
 from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
+from prefctl.store.db import open_store
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    """The token endpoint's clients and tokens are in the store: both backends."""
+    return emulator_on_both_backends
+
 
 GRANT = {"grant_type": "client_credentials", "scope": "DEMO_CORP/admin"}
 
@@ -64,7 +72,7 @@ def test_token_with_body_credentials_is_issued(emulator: RunningEmulator) -> Non
 
 
 def test_token_lifetime_follows_the_client_setting(emulator: RunningEmulator) -> None:
-    with admin.open_admin_store(emulator.data_dir) as conn:
+    with open_store(emulator.store) as conn:
         new = admin.add_client(conn, SystemClock(), name="short", token_lifetime_minutes=5)
     assert new.secret is not None
 

@@ -93,6 +93,7 @@ def register(app: FastAPI, ctx: EmulatorContext) -> None:
     ctx.services.append(_group_writer_service)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(NulRefused)
     app.add_middleware(WritesStopOnDamage, ctx=ctx)
     modules = [f"prefctl.emulator.routes.{name}" for name in ROUTERS]
     modules += [
@@ -290,6 +291,26 @@ class WritesStopOnDamage:
             damaged = store_problem(StoreDamagedError(fault), self.ctx.store_path)
             assert damaged is not None  # a damaged store is a 503
             await problem_response(damaged.problem, damaged.headers)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class NulRefused:
+    """ASGI middleware: 400 for a query string that holds the NUL character (``%00``): no
+    parameter is meant to hold it and PostgreSQL's text cannot, so both backends refuse it alike
+    (bodies: ``routes._common.refuse_nul``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and b"%00" in scope["query_string"]:
+            problem = Problem(
+                title="Invalid request",
+                status=400,
+                detail="the query holds a NUL character (%00), which no parameter accepts",
+            )
+            await problem_response(problem)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

@@ -66,7 +66,14 @@ def lock_account(conn: Any, account: str) -> None:
     """Make this transaction the only writer of ``account``'s read-then-write changes until it
     ends (settings checked against each other, the one-Url-per-event-type rule of
     subscriptions). SQLite's write transactions hold the whole store already; on PostgreSQL the
-    account's row is locked (``FOR UPDATE``), so two API workers serialize on it, as their
-    writes would on SQLite, instead of each deciding on what the other has not committed."""
+    account's row is locked (``FOR NO KEY UPDATE``), so two API workers serialize on it, as their
+    writes would on SQLite, instead of each deciding on what the other has not committed.
+
+    Not ``FOR UPDATE``: that also blocks the foreign-key checks (``FOR KEY SHARE``) of writes to
+    the account's other rows, so a handshake runner that had updated a subscription (holding the
+    subscriptions version row) and then waited on its check deadlocked with a create that held
+    the account and waited on that version row (a 503 "busy" on PostgreSQL)."""
     if is_postgres(conn):
-        conn.execute("SELECT 1 FROM accounts WHERE service_client_id = ? FOR UPDATE", (account,))
+        conn.execute(
+            "SELECT 1 FROM accounts WHERE service_client_id = ? FOR NO KEY UPDATE", (account,)
+        )

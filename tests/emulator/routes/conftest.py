@@ -17,3 +17,9 @@ def api(emulator: RunningEmulator) -> Iterator[Api]:
     with httpx.Client(base_url=base) as client:
         client.headers["Authorization"] = f"Bearer {issue_token(emulator, http=client)}"
         yield Api(emulator, client)
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    """The route tests run on SQLite and on PostgreSQL (tests/fixtures/emulator.py)."""
+    return emulator_on_both_backends

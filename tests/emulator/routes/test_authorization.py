@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from prefctl.emulator.routes._common import ACCOUNT_PREFIX
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
 from prefctl.store import accounts
 from prefctl.store.accounts import PERMISSIONS
-from prefctl.store.db import transaction
+from prefctl.store.db import connect, open_store, transaction
 from tests.emulator.routes._api import ShiftedClock
 from tests.helpers import free_port
 
@@ -56,12 +55,18 @@ def _lacking(permission: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(
+    tmp_path_factory: pytest.TempPathFactory, emulator_backend: str, request: pytest.FixtureRequest
+) -> Iterator[Service]:
     clock = ShiftedClock()
     data_dir = tmp_path_factory.mktemp("authz") / "data"
-    emulator = start_in_thread(EmulatorConfig(port=free_port(), data_dir=data_dir, clock=clock))
+    store = None
+    if emulator_backend == "postgresql":
+        store = str(request.getfixturevalue("postgres_module_url"))
+    config = EmulatorConfig(port=free_port(), data_dir=data_dir, clock=clock, store=store)
+    emulator = start_in_thread(config)
     try:
-        with admin.open_admin_store(data_dir) as conn:
+        with admin.open_admin_store(data_dir, store) as conn:
             for permission in PERMISSIONS:
                 others = [p for p in PERMISSIONS if p != permission]
                 admin.add_user(conn, clock, _lacking(permission), others)
@@ -111,7 +116,7 @@ def _expired(service: Service) -> str:
 def _revoked(service: Service) -> str:
     token = service.mint("admin")
     jti = jwt.decode(token, options={"verify_signature": False})["jti"]
-    with admin.open_admin_store(service.emulator.data_dir) as conn:
+    with open_store(service.emulator.store) as conn:
         admin.revoke(conn, service.clock, jti)
     return token
 
@@ -158,7 +163,7 @@ class _Ids(dict[str, str]):
 
 
 def _snapshot(service: Service) -> dict[str, int]:
-    conn = sqlite3.connect(service.emulator.store_path)
+    conn = connect(service.emulator.store)
     try:
         tables = (
             "profiles",

@@ -23,6 +23,7 @@ from prefctl.emulator.routes._common import MAX_BODY_BYTES
 from prefctl.emulator.routes._lanes import LaneRoute
 from prefctl.emulator.routes.profiles import update_profile
 from prefctl.store.accounts import PERMISSIONS
+from prefctl.store.db import open_store
 from tests.emulator.routes._api import JSON_PATCH, MERGE_PATCH, Api, issue_token
 
 PROFILE = {"CustomerName": {"FirstName": "Ann"}, "Tags": ["a"]}
@@ -131,7 +132,7 @@ def test_with_fastapi_outside_the_tested_range_the_lanes_are_off_and_answers_the
 def test_direct_lane_patch_refuses_a_user_without_the_permission_as_declared(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with admin.open_admin_store(api.emulator.data_dir) as conn:
+    with open_store(api.emulator.store) as conn:
         others = [p for p in PERMISSIONS if p != "profiles:write"]
         admin.add_user(conn, SystemClock(), "reader-only", others)
     token = {"Authorization": f"Bearer {issue_token(api.emulator, 'reader-only')}"}

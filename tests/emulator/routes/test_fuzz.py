@@ -165,6 +165,10 @@ LONG_RUN_SECONDS = 75.0
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only(
+    "CI time: the long run checks the HTTP contract (~40 s a backend); the short fuzz above and"
+    " the route tests cover the store on PostgreSQL"
+)
 def test_fuzz_long_run_on_existing_resources_never_answers_5xx(api: Api) -> None:
     """Issue 18: ``"op": ["add"]`` in a JSON Patch was a 500 that only some thousands of cases
     found. Each round gets a new profile: a case may replace, patch or deactivate the one it is

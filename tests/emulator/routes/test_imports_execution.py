@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
+from prefctl.store.db import connect
+from prefctl.store.imports import get_import
 from tests.emulator.routes._api import MERGE_PATCH, Api, issue_token
 from tests.helpers import free_port, wait_until
 
@@ -57,14 +60,14 @@ def _writer_pid(emulator: RunningEmulator) -> int:
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile
         ours = ppid == os.getpid() and b"prefctl.emulator.write_process" in cmdline
-        if ours and str(emulator.store_path).encode() in cmdline:
+        if ours and str(emulator.store).encode() in cmdline:
             found.append(int(entry.name))
     assert len(found) == 1, found
     return found[0]
 
 
 def _profiles_tagged(emulator: RunningEmulator, marker: str) -> int:
-    with closing(sqlite3.connect(emulator.store_path)) as conn:
+    with closing(connect(emulator.store)) as conn:
         (count,) = conn.execute(
             "SELECT count(*) FROM profiles WHERE body LIKE ?", (f'%"{marker}"%',)
         ).fetchone()
@@ -121,13 +124,14 @@ def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_
     os.kill(_writer_pid(emulator), signal.SIGSTOP)
 
     emulator.stop(timeout=60)
-    with closing(sqlite3.connect(emulator.store_path)) as conn:
-        state, processed, created = conn.execute(
-            "SELECT state, processed_records, created_profiles FROM imports WHERE id = ?",
-            (import_id,),
-        ).fetchone()
+    with closing(connect(emulator.store)) as conn:
+        job = get_import(conn, emulator.account.service_client_id, import_id)
+    assert job is not None
+    state, processed, created = job.state, job.processed_records, job.created_profiles
     written = _profiles_tagged(emulator, marker)
-    restarted = start_in_thread(EmulatorConfig(port=free_port(), data_dir=emulator.data_dir))
+    store = emulator.store if isinstance(emulator.store, str) else None
+    config = EmulatorConfig(port=free_port(), data_dir=emulator.data_dir, store=store)
+    restarted = start_in_thread(config)
     try:
         base = f"{restarted.api_url}/{restarted.account.service_client_id}"
         with httpx.Client(base_url=base) as client:
@@ -144,6 +148,7 @@ def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_
     assert _profiles_tagged(restarted, marker) == total  # …and no record applied twice
 
 
+@pytest.mark.sqlite_only("makes the step fail with a SQLite trigger")
 def test_import_whose_step_cannot_write_is_failed_with_the_reason(
     emulator: RunningEmulator, api: Api
 ) -> None:

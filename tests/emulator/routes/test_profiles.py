@@ -102,6 +102,20 @@ def test_create_profile_with_malformed_json_is_400(api: Api) -> None:
     assert "not valid JSON" in assert_problem(answer, 400)["detail"]
 
 
+def test_create_profile_with_a_nul_character_is_400_and_nothing_is_written(api: Api) -> None:
+    address = "nul-\u0000@example.com"
+    answer = api.post("/profiles", json={"Emails": [{"Address": address}]})
+
+    assert "NUL character" in assert_problem(answer, 400)["detail"]
+    assert api.get("/profiles", params={"email": "nul-@example.com"}).json()["Profiles"] == []
+
+
+def test_search_profiles_with_a_nul_character_in_the_query_is_400(api: Api) -> None:
+    answer = api.get("/profiles", params={"email": "a\u0000@example.com"})
+
+    assert "NUL character" in assert_problem(answer, 400)["detail"]
+
+
 def test_get_unknown_profile_is_404_problem(api: Api) -> None:
     problem = assert_problem(api.get("/profiles/987654321"), 404)
 

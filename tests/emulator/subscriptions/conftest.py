@@ -15,8 +15,10 @@ from prefctl.webhooks.catalog import entity_of
 from tests.emulator.subscriptions.endpoints import Receiver
 
 
+# The receivers take ``emulator_backend`` so that each backend's emulator gets its own: what a
+# receiver saw is found by subscription Id, and the PostgreSQL run's Ids start at 1 again.
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
+def receiver(emulator_backend: str) -> Iterator[Receiver]:
     """``prefctl receive`` answering handshakes with the code (sync validation)."""
     running = Receiver()
     yield running
@@ -24,7 +26,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
-def manual_receiver() -> Iterator[Receiver]:
+def manual_receiver(emulator_backend: str) -> Iterator[Receiver]:
     """``prefctl receive --manual-validation``: 200 without the code."""
     running = Receiver(manual=True)
     yield running
@@ -91,3 +93,9 @@ def wait_for_state(
         if time.monotonic() > deadline:
             raise AssertionError(f"still {record['ProvisioningState']}, not {state}: {record}")
         time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def emulator_backend(emulator_on_both_backends: str) -> str:
+    """The subscription tests run on SQLite and on PostgreSQL (tests/fixtures/emulator.py)."""
+    return emulator_on_both_backends

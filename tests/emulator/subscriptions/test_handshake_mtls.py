@@ -39,7 +39,7 @@ def test_handshake_to_an_mtls_endpoint_succeeds_only_with_the_installed_client_c
         client_ca=ca.certificate,
     )
     account = emulator.account.service_client_id
-    conn = connect(emulator.store_path)
+    conn = connect(emulator.store)
     try:
         with start_in_thread(config) as receiver:
             # Trusting the endpoint's CA is not enough: it asks for a client certificate.

@@ -35,6 +35,12 @@ API_URL = "http://127.0.0.1:8750/api/v1"
 QUICK = HandshakeTimings(response_timeout=5.0)
 
 
+@pytest.fixture(scope="module")
+def emulator_backend() -> str:
+    """No running emulator here: the runner works on a SQLite store of its own (``ctx``)."""
+    return "sqlite"
+
+
 @pytest.fixture
 def ctx(tmp_path: Path) -> Iterator[EmulatorContext]:
     """Only for its per-thread store connections, as the emulator hands them to the runner."""

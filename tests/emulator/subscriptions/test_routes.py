@@ -6,7 +6,7 @@ import httpx
 
 from prefctl.emulator import admin
 from prefctl.emulator.serve import RunningEmulator
-from prefctl.store.db import connect
+from prefctl.store.db import connect, open_store
 from prefctl.store.delivery_history import DeliveryQuery, list_deliveries
 from tests.emulator.subscriptions.conftest import api_client, body, create, wait_for_state
 from tests.emulator.subscriptions.endpoints import Receiver, stub_endpoint
@@ -14,7 +14,7 @@ from tests.helpers import wait_until
 
 
 def delivery_states(emulator: RunningEmulator, subscription_id: int) -> list[str]:
-    conn = connect(emulator.store_path)
+    conn = connect(emulator.store)
     try:
         query = DeliveryQuery(subscription_id=subscription_id)
         return [delivery.state for delivery in list_deliveries(conn, query)]
@@ -240,7 +240,7 @@ def test_delete_subscription_answers_204_and_notifications_stop(
 def test_subscriptions_need_their_permissions(
     emulator: RunningEmulator, receiver: Receiver
 ) -> None:
-    with admin.open_admin_store(emulator.data_dir) as conn:
+    with open_store(emulator.store) as conn:
         if not any(
             user.user_id == "sub-reader" for user in admin.list_users(conn, emulator.context.clock)
         ):

@@ -23,8 +23,9 @@ from tests.helpers import free_port, wait_until
 class FakeTimeEmulator:
     """An emulator on a FakeClock that can be restarted on the same data dir."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.config = EmulatorConfig(port=0, data_dir=data_dir, clock=FakeClock(datetime.now(UTC)))
+    def __init__(self, data_dir: Path, store: str | None) -> None:
+        clock = FakeClock(datetime.now(UTC))
+        self.config = EmulatorConfig(port=0, data_dir=data_dir, clock=clock, store=store)
         self.running: RunningEmulator = start_in_thread(self.config)
 
     def restart(self) -> RunningEmulator:
@@ -34,8 +35,13 @@ class FakeTimeEmulator:
 
 
 @pytest.fixture(scope="module")
-def fake_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeTimeEmulator]:
-    emulator = FakeTimeEmulator(tmp_path_factory.mktemp("fake-time") / "data")
+def fake_time(
+    tmp_path_factory: pytest.TempPathFactory, emulator_backend: str, request: pytest.FixtureRequest
+) -> Iterator[FakeTimeEmulator]:
+    store = None
+    if emulator_backend == "postgresql":
+        store = str(request.getfixturevalue("postgres_module_url"))
+    emulator = FakeTimeEmulator(tmp_path_factory.mktemp("fake-time") / "data", store)
     yield emulator
     emulator.running.stop()
 
@@ -106,7 +112,7 @@ def test_url_change_that_fails_dead_letters_the_events_that_waited_for_it(
         stub.answer(500)
         failed = wait_for_state(api, created["Id"], "Failed")
     assert "3 handshake attempts failed" in failed["ProvisioningError"]
-    conn = connect(fake_time.running.store_path)
+    conn = connect(fake_time.running.store)
     try:
         [letter] = list_deliveries(conn, DeliveryQuery(subscription_id=created["Id"]))
     finally:

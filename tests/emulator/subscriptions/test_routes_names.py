@@ -75,7 +75,7 @@ def test_put_keeping_a_name_an_older_store_holds_twice_is_accepted(
     emulator: RunningEmulator, api: httpx.Client, receiver: Receiver
 ) -> None:
     # A store written before names were unique: two subscriptions named "legacy".
-    conn = connect(emulator.store_path)
+    conn = connect(emulator.store)
     try:
         with transaction(conn):
             for query in ("?t=legacy-1", "?t=legacy-2"):

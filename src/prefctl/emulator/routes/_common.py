@@ -89,6 +89,7 @@ __all__ = [
     "problem_response",
     "problems",
     "raw_body",
+    "refuse_nul",
     "require",
     "require_media_type",
     "store_problem",
@@ -406,7 +407,30 @@ def parse_json(raw: bytes) -> Any:
             400, "Invalid request body", f"the request body is not valid JSON: {exc}"
         ) from None
     check_depth(raw, value, "the request body")
+    refuse_nul(raw, value, "the request body")
     return value
+
+
+def refuse_nul(raw: bytes, value: Any, what: str) -> None:
+    """400 when a text in ``value`` (parsed from ``raw``) holds the NUL character (``\\u0000``):
+    no field of the API is meant to hold it, and PostgreSQL's text cannot, so the emulator refuses
+    it on either backend alike (docs/api.md). A body without that escape is not walked."""
+    if b"\\u0000" not in raw:
+        return  # the only way JSON spells NUL: the common case, without a walk
+    pending: list[Any] = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            pending.extend(node.keys())
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+        elif isinstance(node, str) and "\x00" in node:
+            raise ProblemError(
+                400,
+                "Invalid request body",
+                f"{what} holds a NUL character (\\u0000), which no text of the API accepts",
+            )
 
 
 def check_depth(raw: bytes, value: Any, what: str) -> None:

@@ -33,7 +33,11 @@ __all__ = [
 class _WireRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = orjson.loads(await self.body())
+            from prefctl.emulator.routes._common import refuse_nul  # _common imports this module
+
+            raw = await self.body()
+            self._json = orjson.loads(raw)
+            refuse_nul(raw, self._json, "the request body")
         return self._json
 
 

@@ -54,6 +54,7 @@ from prefctl.emulator.routes._common import (
     json_response,
     parse_json,
     problems,
+    refuse_nul,
     write_lock,
 )
 from prefctl.models._base import WireModel
@@ -221,6 +222,7 @@ def _records(raw: bytes, *, ndjson: bool) -> list[dict[str, Any]]:
                         [{"field": f"line {number}", "message": "not valid JSON"}],
                     ) from None
                 check_depth(line, values[-1], f"line {number}")
+                refuse_nul(line, values[-1], f"line {number}")
     else:
         values = parse_json(raw)
         if not isinstance(values, list):
