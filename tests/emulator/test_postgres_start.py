@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -84,3 +85,41 @@ def test_emulator_start_store_takes_a_postgresql_url_only(
     )
     assert result.exit_code == 2
     assert "--data-dir" in result.stderr
+
+
+def test_emulator_writer_process_command_line_never_holds_the_stores_password(
+    postgres_url: str, tmp_path: Path, isolated_env: Path
+) -> None:
+    # The test cluster trusts local logins, so a password in the URL connects and is ignored.
+    with_password = postgres_url.replace("://prefctl@", "://prefctl:s3cret-in-url@", 1)
+    assert with_password != postgres_url
+    running = start_in_thread(
+        EmulatorConfig(port=0, data_dir=tmp_path / "data", store=with_password)
+    )
+    try:
+        writers = _children_running("prefctl.emulator.write_process")
+        wait_until(lambda: bool(writers()), 15, what="no writer process started")
+        for command_line in writers():
+            assert b"s3cret-in-url" not in command_line
+    finally:
+        running.stop()
+
+
+def _children_running(module: str) -> Callable[[], list[bytes]]:
+    """The command lines of this process's children that run ``module``."""
+
+    def found() -> list[bytes]:
+        lines = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # ended meanwhile
+            if ppid == os.getpid() and module.encode() in cmdline:
+                lines.append(cmdline)
+        return lines
+
+    return found

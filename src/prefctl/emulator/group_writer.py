@@ -38,7 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from prefctl.emulator.write_process import FrameReader, child_environment, encode
+from prefctl.emulator.write_process import (
+    FrameReader,
+    child_environment,
+    encode,
+    store_argument,
+)
 
 __all__ = ["MAX_BATCH", "GroupWriter", "WriterProcessError"]
 
@@ -65,11 +70,12 @@ class _Child:
 
     def __init__(self, store_path: str, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        argument, env = store_argument(store_path)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "prefctl.emulator.write_process", store_path],
+            [sys.executable, "-m", "prefctl.emulator.write_process", argument],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=child_environment(),
+            env={**child_environment(), **env},
         )
         assert self.process.stdin is not None
         assert self.process.stdout is not None

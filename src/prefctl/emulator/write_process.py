@@ -18,6 +18,7 @@ stops the child itself once its own writes are done.
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import struct
@@ -43,6 +44,22 @@ def child_environment() -> dict[str, str]:
 
     path = os.pathsep.join(entry for entry in sys.path if entry)
     return {**os.environ, "PYTHONPATH": path}
+
+
+# The store of a writer process whose command line says ``-``: a PostgreSQL URL may carry a
+# password, and a command line is readable by every user of the machine (``ps``); the
+# environment is the process owner's only.
+STORE_ENV = "PREFCTL_WRITER_STORE"
+
+
+def store_argument(store: str) -> tuple[str, dict[str, str]]:
+    """The writer process's argument for ``store`` and what to add to its environment: a SQLite
+    path on the command line (``ps`` shows which file), a PostgreSQL URL in ``STORE_ENV``."""
+    from prefctl.store.postgres import is_postgres_location
+
+    if is_postgres_location(store):
+        return "-", {STORE_ENV: store}
+    return store, {}
 
 
 def encode(value: object) -> bytes:
@@ -145,7 +162,8 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout carries frames only
-    conn = connect(argv[0] if is_postgres_location(argv[0]) else Path(argv[0]))
+    store = os.environ.pop(STORE_ENV, "") if argv[0] == "-" else argv[0]
+    conn = connect(store if is_postgres_location(store) else Path(store))
     _preload()
     try:
         while (jobs := read_frame(source)) is not None:
