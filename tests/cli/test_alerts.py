@@ -19,8 +19,7 @@ from aiosmtpd.controller import Controller
 
 from prefctl.clock import FakeClock
 from prefctl.config import paths
-from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice, observer
-from prefctl.dispatcher.mail import (
+from prefctl.dispatcher.alerts.mail import (
     ENV_SMTP_PASSWORD,
     MBOX_FILE,
     SMTP_SETTING,
@@ -28,6 +27,7 @@ from prefctl.dispatcher.mail import (
     MboxSink,
     SmtpSettings,
 )
+from prefctl.dispatcher.alerts.monitor import AlertMonitor, DeadLetterNotice, observer
 from prefctl.dispatcher.observer import ObserverContext
 from prefctl.emulator import admin
 from prefctl.emulator.serve import EmulatorConfig, start_in_thread

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from prefctl.clock import FakeClock
-from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice
-from prefctl.dispatcher.mail import Mailer
+from prefctl.dispatcher.alerts.mail import Mailer
+from prefctl.dispatcher.alerts.monitor import AlertMonitor, DeadLetterNotice
 from prefctl.receiver.serve import ReceiverConfig, RunningReceiver, start_in_thread
 from prefctl.store import Store
 from prefctl.store.db import connect

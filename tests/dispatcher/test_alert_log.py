@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from prefctl.dispatcher.mail import (
+from prefctl.dispatcher.alerts.mail import (
     DecodedHeaders,
     message_id,
     parse_headers,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 
-from prefctl.dispatcher.alerts import ALERT_CLAIM_SECONDS, AlertMonitor, DeadLetterNotice
-from prefctl.dispatcher.mail import MBOX_FILE, Mailer, SmtpSettings, parse_message
+from prefctl.dispatcher.alerts.mail import MBOX_FILE, Mailer, SmtpSettings, parse_message
+from prefctl.dispatcher.alerts.monitor import ALERT_CLAIM_SECONDS, AlertMonitor, DeadLetterNotice
 from prefctl.store import Store
 from prefctl.store import alert_incidents as incidents
 from prefctl.store import alerts as alert_store

@@ -17,8 +17,13 @@ from pathlib import Path
 import pytest
 
 from prefctl.clock import FakeClock
-from prefctl.dispatcher.alerts import AlertMonitor, AlertObserver, DeadLetterNotice, observer
-from prefctl.dispatcher.mail import MBOX_FILE, Mailer, MboxSink, parse_message
+from prefctl.dispatcher.alerts.mail import MBOX_FILE, Mailer, MboxSink, parse_message
+from prefctl.dispatcher.alerts.monitor import (
+    AlertMonitor,
+    AlertObserver,
+    DeadLetterNotice,
+    observer,
+)
 from prefctl.dispatcher.observer import CycleResults, DeadLetter, ObserverContext
 from prefctl.dispatcher.transport import Reply, Request
 from prefctl.store import alert_incidents as incidents
@@ -581,8 +586,8 @@ def test_alert_subject_folded_after_its_colon_reads_back_without_a_leading_space
     from email.message import EmailMessage
     from email.policy import default
 
-    from prefctl.dispatcher.alert_log import AlertEntry
-    from prefctl.dispatcher.mail import parse_message
+    from prefctl.dispatcher.alerts.log import AlertEntry
+    from prefctl.dispatcher.alerts.mail import parse_message
 
     # This length makes the email package fold the header right after "Subject:".
     subject = '[Sandbox] DEMO_CORP: 1 webhook event dead-lettered for subscription "big" (3)'

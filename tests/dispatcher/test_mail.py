@@ -17,9 +17,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from prefctl import certs
-from prefctl.dispatcher.alert_email import AlertContent, compose
-from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice
-from prefctl.dispatcher.mail import (
+from prefctl.dispatcher.alerts.mail import (
     DEFAULT_SENDER,
     ENV_SMTP_PASSWORD,
     MBOX_FILE,
@@ -30,6 +28,8 @@ from prefctl.dispatcher.mail import (
     parse_message,
     read_mbox,
 )
+from prefctl.dispatcher.alerts.message import AlertContent, compose
+from prefctl.dispatcher.alerts.monitor import AlertMonitor, DeadLetterNotice
 from prefctl.errors import UsageError
 from prefctl.store import alerts as store
 from prefctl.store.alert_incidents import Batch, PendingDeadLetter
@@ -313,7 +313,7 @@ def test_smtp_wrong_password_falls_back_to_the_mbox_without_leaking_it(
         "127.0.0.1", tls_smtp.port, starttls=True, user=USER, ca_file=tls_smtp.ca_file
     )
     mailer = Mailer(MboxSink(tmp_path / MBOX_FILE), SmtpSink(settings))
-    with caplog.at_level(logging.WARNING, logger="prefctl.dispatcher.mail"):
+    with caplog.at_level(logging.WARNING, logger="prefctl.dispatcher.alerts.mail"):
         sent = mailer.send(message("<refused@demo-corp.prefctl>"))
 
     assert sent.sink == "mbox"
@@ -398,7 +398,7 @@ def test_mbox_writers_and_readers_in_threads_of_one_process_never_collide(tmp_pa
     import threading
     from email.message import EmailMessage
 
-    from prefctl.dispatcher.mail import MboxSink, read_mbox
+    from prefctl.dispatcher.alerts.mail import MboxSink, read_mbox
 
     sink = MboxSink(tmp_path / "alerts.mbox")
     errors: list[BaseException] = []

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from prefctl.dispatcher.deadletters import DeadLetterFilter
-from prefctl.dispatcher.replay import ReplayConfig, ReplayProgress, ReplayTarget, replay
-from prefctl.dispatcher.replay_queue import ReplaySource
+from prefctl.dispatcher.replay.queue import ReplaySource
+from prefctl.dispatcher.replay.run import ReplayConfig, ReplayProgress, ReplayTarget, replay
 from prefctl.dispatcher.run import DispatcherConfig, running
 from prefctl.dispatcher.run import run as run_dispatcher
 from prefctl.errors import UsageError

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from prefctl.dispatcher.deadletters import DeadLetterFilter
-from prefctl.dispatcher.replay_queue import (
+from prefctl.dispatcher.replay.queue import (
     ReplaySource,
     queue_for_subscription,
     requeue_own,

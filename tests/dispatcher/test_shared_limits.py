@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from prefctl.dispatcher.alerts.mail import MBOX_FILE
 from prefctl.dispatcher.leases import SWEEP_SECONDS
-from prefctl.dispatcher.mail import MBOX_FILE
 from prefctl.store import Store, ceilings
 from prefctl.store import alerts as alert_store
 from prefctl.store.accounts import delete_account

@@ -20,7 +20,7 @@ from prefctl.cli._tables import columns
 from prefctl.cli.app import new_group
 
 if TYPE_CHECKING:
-    from prefctl.dispatcher.alert_log import AlertEntry
+    from prefctl.dispatcher.alerts.log import AlertEntry
 
 
 def register(root: typer.Typer) -> None:
@@ -69,7 +69,7 @@ def list_alerts(
     """List the alert emails, oldest first, whether they went by SMTP or into alerts.mbox."""
     from prefctl.cli._delivery_options import moment
     from prefctl.config.paths import resolve_data_dir
-    from prefctl.dispatcher import alert_log
+    from prefctl.dispatcher.alerts import log as alert_log
 
     state = get_state()
     start = moment(since, "--since")
@@ -98,7 +98,7 @@ def show_alert(
 ) -> None:
     """Show one alert email as its recipients read it, with how it was sent."""
     from prefctl.config.paths import resolve_data_dir
-    from prefctl.dispatcher import alert_log
+    from prefctl.dispatcher.alerts import log as alert_log
 
     state = get_state()
     entry = alert_log.show_alert(

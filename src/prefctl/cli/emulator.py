@@ -13,7 +13,7 @@ from prefctl.cli._delivery_options import DataDirOption
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
 from prefctl.config import ENV_STORE
-from prefctl.dispatcher import mail
+from prefctl.dispatcher.alerts import mail
 from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from prefctl.cli._output import Advance
-    from prefctl.dispatcher.replay import ReplayProgress, ReplaySummary
+    from prefctl.dispatcher.replay.run import ReplayProgress, ReplaySummary
     from prefctl.webhooks.signature import SigningCredentials
 
 
@@ -152,9 +152,9 @@ def replay(
     When an emulator serves the store, its dispatcher delivers and replay waits; otherwise the dispatcher runs in this process until the replayed events are delivered or dead-lettered.
     Exit 0 when every event was delivered, 1 when any was dead-lettered or still pending.
     """
-    from prefctl.dispatcher.replay import ReplayConfig, ReplayTarget
-    from prefctl.dispatcher.replay import replay as run_replay
-    from prefctl.dispatcher.replay_queue import ReplaySource
+    from prefctl.dispatcher.replay.queue import ReplaySource
+    from prefctl.dispatcher.replay.run import ReplayConfig, ReplayTarget
+    from prefctl.dispatcher.replay.run import replay as run_replay
     from prefctl.emulator import daemon
 
     default_store = store_location(store)

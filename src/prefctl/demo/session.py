@@ -35,7 +35,7 @@ from prefctl.demo.story import (
     selections,
 )
 from prefctl.demo.watch import FINAL_STATES, POLL_SECONDS, DemoWatch, alert_emails
-from prefctl.dispatcher.mail import MBOX_FILE
+from prefctl.dispatcher.alerts.mail import MBOX_FILE
 from prefctl.dispatcher.observer import DeadLetter
 from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS, DeadLetterReason
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread

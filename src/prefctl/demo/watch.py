@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from prefctl.demo.model import DemoStep, OnStep, StepKind
-from prefctl.dispatcher.mail import MBOX_FILE, read_mbox
+from prefctl.dispatcher.alerts.mail import MBOX_FILE, read_mbox
 from prefctl.receiver.serve import RunningReceiver
 from prefctl.receiver.verdict import Kind, SignatureResult, Verdict, format_line
 from prefctl.store import Store

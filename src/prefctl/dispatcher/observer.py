@@ -52,7 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # "module:function" entries; each function(ObserverContext) returns an EngineObserver or None.
-OBSERVER_FACTORIES: tuple[str, ...] = ("prefctl.dispatcher.alerts:observer",)
+OBSERVER_FACTORIES: tuple[str, ...] = ("prefctl.dispatcher.alerts.monitor:observer",)
 
 
 @dataclass(frozen=True, slots=True)

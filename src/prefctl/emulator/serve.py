@@ -29,7 +29,7 @@ from typing import Any
 
 from prefctl.clock import SystemClock, utc_timestamp
 from prefctl.config import paths
-from prefctl.dispatcher.mail import SMTP_SETTING
+from prefctl.dispatcher.alerts.mail import SMTP_SETTING
 from prefctl.emulator import daemon
 from prefctl.emulator.app import EmulatorContext, create_app
 from prefctl.emulator.local_profile import (

@@ -19,7 +19,7 @@ from typing import Any
 
 from prefctl.clock import Clock
 from prefctl.config import paths
-from prefctl.dispatcher.mail import SmtpSettings
+from prefctl.dispatcher.alerts.mail import SmtpSettings
 from prefctl.dispatcher.rule_time import check_time_scale
 from prefctl.errors import DiskFullError, UsageError
 from prefctl.servers.connections import ConnectionLimits

@@ -10,7 +10,7 @@ delivery drawing from that source would get). Without one, the nominal delay (ji
 shown. Either way the earliest and latest times come from the same calls with the jitter at its
 lower and upper bound, so the table also shows where the cut-off can move.
 
-Alerts: ``alert_timeline`` feeds the real ``dispatcher.alerts.AlertMonitor`` (on the simulator's
+Alerts: ``alert_timeline`` feeds the real ``dispatcher.alerts.monitor.AlertMonitor`` (on the simulator's
 in-memory store, emails kept in memory) one dead letter a minute from the cut-off on, as an
 endpoint that fails every event of a steady load of one a minute would produce, and lists the
 alerts it writes: when, of which kind, reporting how many.
@@ -228,7 +228,7 @@ def alert_timeline(
     """The alerts of one subscription whose events dead-letter one a minute from
     ``first_dead_letter_seconds`` on, as the real alert monitor writes them (at most a day of dead
     letters, at most 12 alerts; it stops early once alerting pauses)."""
-    from prefctl.dispatcher.alerts import AlertMonitor, DeadLetterNotice
+    from prefctl.dispatcher.alerts.monitor import AlertMonitor, DeadLetterNotice
     from prefctl.sim.observers import CapturedMail
     from prefctl.sim.scenario import parse_scenario
     from prefctl.sim.setup import build_store

@@ -3,7 +3,7 @@
 Both are ``dispatcher.observer.EngineObserver``s, called by the engine after each cycle.
 
 - ``AlertFeed`` hands the engine's dead letters, 200s and cycles to the real
-  ``dispatcher.alerts.AlertMonitor``; its emails go to ``CapturedMail`` (kept in memory, never
+  ``dispatcher.alerts.monitor.AlertMonitor``; its emails go to ``CapturedMail`` (kept in memory, never
   sent). ``next_due`` says when the incident rules next have something to do (an alert that comes
   due, an incident that closes for quiet), so the simulator can wake the engine then.
 - ``ProbationWatch`` reads the engine's endpoint health (``store.dispatcher_state``) after results
@@ -16,8 +16,8 @@ from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
 
-from prefctl.dispatcher.alerts import AlertMonitor
-from prefctl.dispatcher.mail import Mailer, MboxSink, Sent
+from prefctl.dispatcher.alerts.mail import Mailer, MboxSink, Sent
+from prefctl.dispatcher.alerts.monitor import AlertMonitor
 from prefctl.dispatcher.observer import CycleResults
 from prefctl.sim.report import ProbationPeriod
 from prefctl.store import Store, alert_incidents

@@ -1,7 +1,7 @@
 """Failure-alert incidents (migration ``0004_alerts``): one per run of failures of a subscription,
 and the dead letters waiting for its next alert.
 
-The store records and decides nothing: ``dispatcher/alerts.py`` applies the incident rules
+The store records and decides nothing: ``dispatcher/alerts/monitor.py`` applies the incident rules
 (docs/alerts.md) and calls these functions inside its own transactions. The alert emails themselves
 are in ``store/alerts.py``.
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
-from prefctl.dispatcher.replay_model import ReplayConfig, ReplayProgress
+from prefctl.dispatcher.replay.model import ReplayConfig, ReplayProgress
 from prefctl.store import Store
 from prefctl.store.deliveries import FINAL_STATES
 from prefctl.store.delivery_history import DeliveryRecord, delivery_states, get_deliveries

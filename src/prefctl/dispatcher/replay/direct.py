@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from prefctl.dispatcher.replay_model import ReplayConfig, ReplayOutcome, ReplaySummary
-from prefctl.dispatcher.replay_queue import ReplayItem, select
-from prefctl.dispatcher.replay_wait import engine_running, wait_final
+from prefctl.dispatcher.replay.model import ReplayConfig, ReplayOutcome, ReplaySummary
+from prefctl.dispatcher.replay.queue import ReplayItem, select
+from prefctl.dispatcher.replay.wait import engine_running, wait_final
 from prefctl.errors import UsageError
 from prefctl.store import Store, accounts, dispatcher_state, settings, subscriptions
 from prefctl.store.accounts import Account

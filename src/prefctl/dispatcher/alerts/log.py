@@ -32,7 +32,7 @@ from email.utils import getaddresses, parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from prefctl.dispatcher.mail import (
+from prefctl.dispatcher.alerts.mail import (
     MBOX_FILE,
     DecodedHeaders,
     message_id,

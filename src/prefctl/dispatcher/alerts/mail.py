@@ -1,6 +1,6 @@
 """Where failure-alert emails go (``Mailer``), and reading them back from the mbox.
 
-What an alert says is ``dispatcher/alert_email.py``. Sinks: SMTP when configured
+What an alert says is ``dispatcher/alerts/message.py``. Sinks: SMTP when configured
 (``SmtpSettings``: host, port, STARTTLS, user; the password only from ``PREFCTL_SMTP_PASSWORD``),
 otherwise the mbox ``alerts.mbox`` in the data dir, appended under its lock.
 

@@ -55,9 +55,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from prefctl.dispatcher import alert_email, mail
-from prefctl.dispatcher.alert_email import AlertContent
-from prefctl.dispatcher.mail import SMTP_SETTING, Mailer, SmtpSettings
+from prefctl.dispatcher.alerts import mail
+from prefctl.dispatcher.alerts import message as alert_email
+from prefctl.dispatcher.alerts.mail import SMTP_SETTING, Mailer, SmtpSettings
+from prefctl.dispatcher.alerts.message import AlertContent
 from prefctl.dispatcher.observer import BackgroundObserver, CycleResults, ObserverContext
 from prefctl.errors import PrefctlError
 from prefctl.store import Store
@@ -449,7 +450,7 @@ class _AlertsInBackground(BackgroundObserver):
 
 def observer(context: ObserverContext) -> BackgroundObserver | None:
     """The engine observer of failure alerts (``OBSERVER_FACTORIES`` entry
-    ``"prefctl.dispatcher.alerts:observer"``): a monitor with its own connection to the store, the
+    ``"prefctl.dispatcher.alerts.monitor:observer"``): a monitor with its own connection to the store, the
     engine's time scale, SMTP from ``context.settings`` (``emulator start --smtp-*``), and
     ``alerts.mbox`` beside the store (in the data dir for a PostgreSQL store). None for a store
     without a file (the simulator builds its

@@ -1,5 +1,5 @@
 """What a replay is asked to do and what it reports: ``ReplayConfig``, ``ReplayTarget``,
-``ReplayProgress``, ``ReplayOutcome`` and ``ReplaySummary`` (``replay.py`` runs it)."""
+``ReplayProgress``, ``ReplayOutcome`` and ``ReplaySummary`` (``run.py`` runs it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefctl.clock import Clock, SystemClock
-from prefctl.dispatcher.replay_queue import ReplaySource
+from prefctl.dispatcher.replay.queue import ReplaySource
 from prefctl.errors import UsageError
 from prefctl.store.delivery_history import DeliveryRecord
 from prefctl.webhooks.signature import SigningCredentials

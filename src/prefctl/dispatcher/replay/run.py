@@ -6,7 +6,7 @@ of captured events, the dead letters, or stored events; the target (``ReplayTarg
 - a subscription (``subscription_id``): each event is queued for it in the store;
 - nothing: each event starts over on the subscription(s) it was queued for (a dead letter on its
   own subscription);
-- a URL (``url``): a one-off delivery outside the store's subscriptions (``replay_direct.py``).
+- a URL (``url``): a one-off delivery outside the store's subscriptions (``direct.py``).
 
 A replayed delivery starts over: attempts 0, a new EventTime (when it was queued again, docs/webhooks.md), due at once; the EventId is the original's, so receivers can deduplicate. How it is
 delivered depends on who runs the dispatcher on the store (``ReplayConfig.dispatcher``):
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from prefctl.clock import Clock
 from prefctl.dispatcher.operations import open_existing_store
-from prefctl.dispatcher.replay_direct import replay_to_url
-from prefctl.dispatcher.replay_model import (
+from prefctl.dispatcher.replay.direct import replay_to_url
+from prefctl.dispatcher.replay.model import (
     DEFAULT_TIMEOUT_SECONDS,
     ReplayConfig,
     ReplayOutcome,
@@ -42,14 +42,14 @@ from prefctl.dispatcher.replay_model import (
     ReplaySummary,
     ReplayTarget,
 )
-from prefctl.dispatcher.replay_queue import (
+from prefctl.dispatcher.replay.queue import (
     ReplaySource,
     Selection,
     queue_for_subscription,
     requeue_own,
     select,
 )
-from prefctl.dispatcher.replay_wait import engine_running, wait_final
+from prefctl.dispatcher.replay.wait import engine_running, wait_final
 from prefctl.store.delivery_history import DeliveryRecord, get_deliveries
 from prefctl.store.timestamps import epoch
 
