@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from prefctl.emulator.serve import EmulatorConfig, RunningEmulator, start_in_thread
+from prefctl.emulator.write_process import STORE_ENV
 from prefctl.store.db import connect
 from prefctl.store.imports import get_import
 from tests.emulator.routes._api import MERGE_PATCH, Api, issue_token
@@ -57,10 +58,14 @@ def _writer_pid(emulator: RunningEmulator) -> int:
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile
-        ours = ppid == os.getpid() and b"prefctl.emulator.write_process" in cmdline
-        if ours and str(emulator.store).encode() in cmdline:
+        if ppid != os.getpid() or b"prefctl.emulator.write_process" not in cmdline:
+            continue
+        # A SQLite store is on the writer's command line, a PostgreSQL URL in its environment.
+        store = str(emulator.store).encode()
+        if store in cmdline or STORE_ENV.encode() + b"=" + store in environ:
             found.append(int(entry.name))
     assert len(found) == 1, found
     return found[0]
