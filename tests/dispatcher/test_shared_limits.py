@@ -130,7 +130,10 @@ def test_killed_dispatchers_share_of_the_ceiling_comes_back_within_seconds_on_it
     store = store_location
     conn = new_store(store)
     set_settings(conn, MaxConcurrentRequests=50)
-    scale = "10"  # the claims' and the ceiling's leases: about 33 s, far past the sweep
+    # The claims' and the ceiling's leases: about 46 s, far past the sweep; the rule's 30 s
+    # response timeout is 15 s, so the first dispatcher's 50 requests are still in flight when a
+    # loaded machine is slow to start the second (at 10x, 3 s were once not enough).
+    scale = "2"
     with HoldingEndpoint() as endpoint:
         queue_events(conn, subscribe(conn, endpoint.url), 200, at=time.time())
         first = dispatchers.start(store, "--time-scale", scale)
