@@ -484,18 +484,7 @@ def record_results(conn: Store, results: Sequence[DeliveryResult]) -> RecordOutc
                 params = (*params, r.owner)
             if cursor.execute(_RECORD_SQL[counted][owned], params).fetchall():
                 applied.add(r.delivery_id)
-        # A stale result's attempt is still logged if its delivery exists (re-leased, final).
-        stale = [
-            r.delivery_id for r in results if r.attempt is not None and r.delivery_id not in applied
-        ]
-        exists = applied | _existing(conn, stale) if stale else applied
-        attempts = [
-            _attempt_row(r.delivery_id, a)
-            for r in results
-            if (a := r.attempt) is not None and r.delivery_id in exists
-        ]
-        if attempts:
-            conn.executemany(_RECORD_ATTEMPT, attempts)
+        _log_attempts(conn, results, applied)
     return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
 
 
@@ -552,18 +541,24 @@ def _record_results_postgres(
             column.append(value)
     with atomic(conn):
         applied = {int(row[0]) for row in conn.execute(_RECORD_POSTGRES, columns).fetchall()}
-        stale = [
-            r.delivery_id for r in results if r.attempt is not None and r.delivery_id not in applied
-        ]
-        exists = applied | _existing(conn, stale) if stale else applied
-        attempts = [
-            _attempt_row(r.delivery_id, a)
-            for r in results
-            if (a := r.attempt) is not None and r.delivery_id in exists
-        ]
-        if attempts:
-            conn.executemany(_RECORD_ATTEMPT, attempts)
+        _log_attempts(conn, results, applied)
     return RecordOutcome([i for i in ids if i in applied], [i for i in ids if i not in applied])
+
+
+def _log_attempts(conn: Store, results: Sequence[DeliveryResult], applied: set[int]) -> None:
+    """Log the results' attempts: a stale result's attempt too, if its delivery exists
+    (re-leased, final). Both backends' ``record_results`` end with it."""
+    stale = [
+        r.delivery_id for r in results if r.attempt is not None and r.delivery_id not in applied
+    ]
+    exists = applied | _existing(conn, stale) if stale else applied
+    attempts = [
+        _attempt_row(r.delivery_id, a)
+        for r in results
+        if (a := r.attempt) is not None and r.delivery_id in exists
+    ]
+    if attempts:
+        conn.executemany(_RECORD_ATTEMPT, attempts)
 
 
 def _existing(conn: Store, ids: list[int]) -> set[int]:
