@@ -10,7 +10,7 @@ on the last 15 days only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,40 +129,46 @@ def insert_events(conn: Store, account: str, events: Iterable[NewEvent]) -> list
     The ids are the ones SQLite would choose (one above the largest), assigned here under the
     same write lock so that they need no reading back: looking them up by EventId cost more than
     writing the events' three history indexes (bench/api.py). PostgreSQL has no such lock (other
-    connections write at once): the ids are taken from the table's identity sequence there."""
+    connections write at once): there one statement inserts them all from arrays, the table's
+    identity choosing the ids, and returns each id with its EventId."""
     events = list(events)
+    if not events:
+        return []
+    rows = [
+        (
+            event.event_id,
+            event.event_type,
+            event.entity,
+            event.profile_id,
+            event.original_event_time,
+            orjson.dumps(event.data).decode(),
+            None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
+            orjson.dumps(list(event.filter_values)).decode(),
+        )
+        for event in events
+    ]
+    if conn.dialect == "postgresql":
+        # One statement and one round trip for any number of events: a row per event, or
+        # taking ids from the sequence first, cost the writer a round trip each (bench/api.py).
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        ids = dict(conn.execute(_INSERT_SQL_POSTGRES, (account, *columns), tuples=True).fetchall())
+        return [ids[event.event_id] for event in events]
     with atomic(conn):
-        ids: Sequence[int]
-        if conn.dialect == "postgresql":
-            ids = [
-                int(row[0])
-                for row in conn.execute(
-                    "SELECT nextval(pg_get_serial_sequence('events', 'id'))"
-                    " FROM generate_series(1, ?)",
-                    (len(events),),
-                )
-            ]
-        else:
-            first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
-            ids = range(first, first + len(events))
-        rows = [
-            (
-                rowid,
-                event.event_id,
-                account,
-                event.event_type,
-                event.entity,
-                event.profile_id,
-                event.original_event_time,
-                orjson.dumps(event.data).decode(),
-                None if event.previous_data is None else orjson.dumps(event.previous_data).decode(),
-                orjson.dumps(list(event.filter_values)).decode(),
-            )
-            for rowid, event in zip(ids, events, strict=True)
-        ]
-        if rows:
-            conn.executemany(_INSERT_SQL, rows)
-    return [row[0] for row in rows]
+        first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM events").fetchone()[0])
+        conn.executemany(
+            _INSERT_SQL,
+            [(rowid, row[0], account, *row[1:]) for rowid, row in enumerate(rows, first)],
+        )
+    return list(range(first, first + len(rows)))
+
+
+_INSERT_SQL_POSTGRES = (
+    "INSERT INTO events (event_id, service_client_id, event_type, entity, profile_id,"
+    " original_event_time, data, previous_data, filter_values)"
+    " SELECT e, ?, t, n, p, o, d, pd, f FROM unnest(?::text[], ?::text[], ?::text[], ?::bigint[],"
+    " ?::double precision[], ?::text[], ?::text[], ?::text[]) AS x(e, t, n, p, o, d, pd, f)"
+    " RETURNING event_id, id"
+)
 
 
 _COLUMNS = (
