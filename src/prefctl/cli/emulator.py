@@ -25,8 +25,8 @@ AccountOption = Annotated[
     typer.Option(
         "--account",
         metavar="NAME",
-        help="The account (its service client id, as 'emulator accounts list' shows it) whose "
-        "clients and users to manage (default: the emulator's own account, profile 'local''s).",
+        help="The account whose clients and users to manage: its service client id, as "
+        "'emulator accounts list' shows it (default: the emulator's own account, profile local's).",
         show_default=False,
     ),
 ]
