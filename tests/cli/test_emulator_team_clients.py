@@ -244,3 +244,43 @@ def test_clients_and_users_commands_with_an_unreachable_postgresql_store_exit_5(
     line = one_line_error(result, 5)
     assert f"127.0.0.1:{port}" in line
     assert not store_path(resolve_data_dir()).exists()
+
+
+def test_clients_add_without_store_reaches_the_postgresql_store_its_data_dirs_emulator_serves(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "sandbox"
+    where = ("--data-dir", str(data_dir))
+    started = run_cli(
+        "-o",
+        "json",
+        "emulator",
+        "start",
+        "--detach",
+        "--port",
+        "0",
+        *where,
+        "--store",
+        postgres_url,
+    )
+    assert started.exit_code == 0, started.output
+    try:
+        added = run_cli("emulator", "accounts", "add", "TEAM_A", *where)
+        assert added.exit_code == 0, added.output
+
+        client = _json("clients", "add", "--account", "TEAM_A", *where)  # no --store, no env
+
+        issued = httpx.post(
+            f"{started.json['url']}/oauth2/v1/token",
+            auth=(client["client_id"], client["client_secret"]),
+            data={"grant_type": "client_credentials", "scope": "TEAM_A/admin"},
+            timeout=10,
+        )
+        assert issued.status_code == 200, issued.text
+        claims = jwt.decode(issued.json()["access_token"], options={"verify_signature": False})
+        assert claims["scid"] == "TEAM_A"
+        listed = _json("clients", "list", "--account", "TEAM_A", *where)
+        assert client["client_id"] in [row["client_id"] for row in listed]
+        assert not store_path(data_dir).exists()  # no SQLite store was made beside it
+    finally:
+        assert run_cli("emulator", "stop", *where).exit_code == 0
