@@ -60,10 +60,13 @@ def add_client(emulator: RunningEmulator, clock: ShiftedClock) -> tuple[str, str
 
 
 def rotate(
-    emulator: RunningEmulator, clock: ShiftedClock, client_id: str, **options: int
+    emulator: RunningEmulator,
+    clock: ShiftedClock,
+    client_id: str,
+    overlap_minutes: int = admin.DEFAULT_ROTATION_OVERLAP_MINUTES,
 ) -> admin.RotatedSecret:
     with admin.open_admin_store(emulator.data_dir) as conn:
-        return admin.rotate_client_secret(conn, clock, client_id, **options)
+        return admin.rotate_client_secret(conn, clock, client_id, overlap_minutes=overlap_minutes)
 
 
 def test_rotate_old_secret_is_accepted_until_the_overlap_ends_then_refused(

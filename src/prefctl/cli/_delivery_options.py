@@ -4,6 +4,7 @@ and its support-team operations), the store, the dead-letter filters and the tim
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,7 +16,10 @@ from prefctl.config import ENV_DATA_DIR, ENV_STORE
 from prefctl.dispatcher.policy import DeadLetterReason
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from prefctl.dispatcher.deadletters import DeadLetterFilter
+    from prefctl.store import Store
 
 
 DataDirOption = Annotated[
@@ -40,6 +44,21 @@ StoreOption = Annotated[
         help="Store to act on: a SQLite file, or a PostgreSQL database "
         f"(postgresql://USER@HOST:PORT/DB) (env: {ENV_STORE}; default: the store of the emulator "
         f"in the data dir, env: {ENV_DATA_DIR}).",
+        show_default=False,
+        show_envvar=False,
+    ),
+]
+# The store of the emulator's support-team commands (``emulator accounts``, ``clients``, ``users``):
+# the one ``emulator start --store`` serves, or a SQLite file; opened with ``admin_store``.
+AdminStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="PATH|URL",
+        envvar=ENV_STORE,
+        help="The emulator's store: a PostgreSQL database (postgresql://USER@HOST:PORT/DB), as "
+        f"'emulator start --store' serves it, or a SQLite file (env: {ENV_STORE}; default: the "
+        f"store of the emulator in the data dir, env: {ENV_DATA_DIR}).",
         show_default=False,
         show_envvar=False,
     ),
@@ -80,6 +99,23 @@ def store_location(store: str | None, data_dir: Path | None = None) -> Path | st
     from prefctl.dispatcher.operations import resolve_store
 
     return chosen_store(store, data_dir) or resolve_store(None, data_dir)
+
+
+@contextmanager
+def admin_store(directory: Path, store: str | None) -> Iterator[Store]:
+    """The store of the emulator's support-team commands: the one ``--store`` names (it must be a
+    store already: a typo never makes a new one), else the PostgreSQL database the emulator
+    serving from the data dir serves (its pid file records the URL without a password:
+    PGPASSWORD or ~/.pgpass give it), else the data dir's SQLite store (created on first use, as
+    ``emulator start`` does)."""
+    from prefctl.emulator import admin
+    from prefctl.store.db import require_store
+
+    location = chosen_store(store, directory)
+    if location is not None:
+        require_store(location)  # a typo never makes a new store, on either backend
+    with admin.open_admin_store(directory, None if location is None else str(location)) as conn:
+        yield conn
 
 
 SubscriptionRefOption = Annotated[

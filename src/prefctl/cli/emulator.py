@@ -9,7 +9,7 @@ import typer
 
 from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
-from prefctl.cli._delivery_options import DataDirOption
+from prefctl.cli._delivery_options import AdminStoreOption, DataDirOption, admin_store
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
 from prefctl.config import ENV_STORE
@@ -18,6 +18,18 @@ from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.store.accounts import OAuthClient, User
+
+# The account whose clients and users ``emulator clients``/``users`` manage: each has its own.
+AccountOption = Annotated[
+    str | None,
+    typer.Option(
+        "--account",
+        metavar="NAME",
+        help="The account whose clients and users to manage: its service client id, as "
+        "'emulator accounts list' shows it (default: the emulator's own account, profile local's).",
+        show_default=False,
+    ),
+]
 
 
 def register(root: typer.Typer) -> None:
@@ -32,12 +44,19 @@ def register(root: typer.Typer) -> None:
     group.command("start")(start)
     group.command("status")(status)
     group.command("stop")(stop)
-    clients = new_group("clients", "OAuth clients of the emulator's token endpoint.")
+    clients = new_group(
+        "clients",
+        "OAuth clients of the emulator's token endpoint, per account.",
+        epilog=examples(
+            ("prefctl emulator clients add --name ci", "a client of the emulator's own account"),
+            ("prefctl emulator clients list --account TEAM_A", "only TEAM_A's clients"),
+        ),
+    )
     clients.command("add")(clients_add)
     clients.command("list")(clients_list)
     clients.command("rotate")(clients_rotate)
     group.add_typer(clients)
-    users = new_group("users", "API users of the emulator's account and their permissions.")
+    users = new_group("users", "API users of an account of the emulator and their permissions.")
     users.command("add")(users_add)
     users.command("list")(users_list)
     group.add_typer(users)
@@ -287,21 +306,25 @@ def clients_add(
         int,
         typer.Option("--token-lifetime", metavar="MIN", help="Access token lifetime in minutes."),
     ] = 60,
+    account: AccountOption = None,
     data_dir: DataDirOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
-    """Register an OAuth client; its secret is printed once, on stdout, and never stored."""
+    """Register an OAuth client of an account; its secret is printed once, on stdout, and never
+    stored. Exit code 4 when there is no such account."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
     state = get_state()
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
         new = admin.add_client(
             conn,
             SystemClock(),
             name=name,
             certificate=certificate,
             token_lifetime_minutes=token_lifetime,
+            service_client_id=account,
         )
     record = _client_record(new.client)
     if new.secret is not None:
@@ -332,11 +355,13 @@ def clients_rotate(
             "once; at most 10080, 7 days).",
         ),
     ] = 60,
+    account: AccountOption = None,
     data_dir: DataDirOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
-    """Give a client a new secret, printed once on stdout; the old one keeps working at the
-    token endpoint for --overlap minutes. Profiles in profiles.toml that hold the old secret
-    inline get the new one."""
+    """Give a client of an account a new secret, printed once on stdout; the old one keeps
+    working at the token endpoint for --overlap minutes. Profiles in profiles.toml that hold the
+    old secret inline get the new one. Exit code 4 when the account has no such client."""
     from prefctl.clock import SystemClock
     from prefctl.config import config_path
     from prefctl.config.paths import resolve_data_dir
@@ -346,9 +371,9 @@ def clients_rotate(
     from prefctl.store.timestamps import wire_time
 
     state = get_state()
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
         rotated = admin.rotate_client_secret(
-            conn, SystemClock(), client_id, overlap_minutes=overlap
+            conn, SystemClock(), client_id, overlap_minutes=overlap, service_client_id=account
         )
     register_secret(rotated.secret)  # masked in any log line, at every -v level
     try:
@@ -391,14 +416,16 @@ CLIENTS_COLUMNS = columns(
 )
 
 
-def clients_list(data_dir: DataDirOption = None) -> None:
-    """List the OAuth clients (never their secrets)."""
+def clients_list(
+    account: AccountOption = None, data_dir: DataDirOption = None, store: AdminStoreOption = None
+) -> None:
+    """List an account's OAuth clients (never their secrets)."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
-        clients = admin.list_clients(conn, SystemClock())
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
+        clients = admin.list_clients(conn, SystemClock(), service_client_id=account)
     rows = [_client_record(client) for client in clients]
     get_state().out.table(
         rows,
@@ -418,16 +445,19 @@ def users_add(
             show_default=False,
         ),
     ] = None,
+    account: AccountOption = None,
     data_dir: DataDirOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
-    """Add an API user to the emulator's account with the given permissions."""
+    """Add an API user to an account with the given permissions (exit code 4 when there is no
+    such account)."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
     permissions = [p.strip() for value in permission or [] for p in value.split(",") if p.strip()]
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
-        user = admin.add_user(conn, SystemClock(), user_id, permissions)
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
+        user = admin.add_user(conn, SystemClock(), user_id, permissions, service_client_id=account)
     get_state().out.record(_user_record(user))
 
 
@@ -440,14 +470,16 @@ USERS_COLUMNS = columns(
 )
 
 
-def users_list(data_dir: DataDirOption = None) -> None:
-    """List the API users and their permissions."""
+def users_list(
+    account: AccountOption = None, data_dir: DataDirOption = None, store: AdminStoreOption = None
+) -> None:
+    """List an account's API users and their permissions."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
-        users = admin.list_users(conn, SystemClock())
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
+        users = admin.list_users(conn, SystemClock(), service_client_id=account)
     get_state().out.table(
         [_user_record(user) for user in users],
         USERS_COLUMNS,

@@ -12,45 +12,24 @@ serves (``emulator start --store``), else the data dir's SQLite file.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from prefctl.cli._context import get_state
-from prefctl.cli._delivery_options import DataDirOption
+from prefctl.cli._delivery_options import AdminStoreOption, DataDirOption, admin_store
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
-from prefctl.config import ENV_DATA_DIR, ENV_STORE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from prefctl.emulator.admin import AccountSummary
-    from prefctl.store import Store
 
 NameArgument = Annotated[
     str,
     typer.Argument(
         metavar="NAME",
         help="The account's service client id; also the name of its profile.",
-    ),
-]
-
-
-AccountsStoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        metavar="PATH|URL",
-        envvar=ENV_STORE,
-        help="The emulator's store: a PostgreSQL database (postgresql://USER@HOST:PORT/DB), as "
-        f"'emulator start --store' serves it, or a SQLite file (env: {ENV_STORE}; default: the "
-        f"store of the emulator in the data dir, env: {ENV_DATA_DIR}).",
-        show_default=False,
-        show_envvar=False,
     ),
 ]
 
@@ -87,7 +66,7 @@ def add(
         bool, typer.Option("--force", help="Replace an existing profile of that name.")
     ] = False,
     data_dir: DataDirOption = None,
-    store: AccountsStoreOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
     """Add an account with an admin user holding every permission and an OAuth client; write
     profile NAME for it and print its credentials (the client secret is shown only now)."""
@@ -110,7 +89,7 @@ def add(
     check_account_profile_free(config_file, name, replace=force)
     directory = resolve_data_dir(data_dir)
     clock = SystemClock()
-    with _accounts_store(directory, store) as conn:
+    with admin_store(directory, store) as conn:
         new = admin.add_account(conn, clock, name, environment=environment.value)
         local_client_id = admin.bootstrap(conn, clock).credentials.client_id
     register_secret(new.secret)  # masked in any log line; stdout shows it once, below
@@ -169,13 +148,13 @@ ACCOUNTS_COLUMNS = columns(
 )
 
 
-def list_accounts(data_dir: DataDirOption = None, store: AccountsStoreOption = None) -> None:
+def list_accounts(data_dir: DataDirOption = None, store: AdminStoreOption = None) -> None:
     """List the accounts (never their secrets); the default one is profile 'local''s."""
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
 
-    with _accounts_store(resolve_data_dir(data_dir), store) as conn:
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
         summaries = admin.list_accounts(conn, SystemClock())
     get_state().out.table(
         [_account_record(summary) for summary in summaries], ACCOUNTS_COLUMNS, empty="no accounts"
@@ -186,7 +165,7 @@ def remove(
     name: NameArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     data_dir: DataDirOption = None,
-    store: AccountsStoreOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
     """Delete an account and everything it owns (clients and their tokens, users, profiles,
     subscriptions, settings, events, deliveries, alerts), and its profile NAME.
@@ -203,7 +182,7 @@ def remove(
     state = get_state()
     directory = resolve_data_dir(data_dir)
     clock = SystemClock()
-    with _accounts_store(directory, store) as conn:
+    with admin_store(directory, store) as conn:
         admin.check_removable(conn, clock, name)
         where = f"the store {_store_name(store)}" if store else f"the emulator in {directory}"
         state.out.confirm(
@@ -218,23 +197,6 @@ def remove(
     state.out.success(
         f"removed account {name}" + (f" and profile '{name}'" if profile_removed else "")
     )
-
-
-@contextmanager
-def _accounts_store(directory: Path, store: str | None) -> Iterator[Store]:
-    """The store ``--store`` names (it must be a store already: a typo never makes a new one),
-    else the PostgreSQL database the emulator serving from the data dir serves (its
-    pid file records the URL without a password: PGPASSWORD or ~/.pgpass give it), else the data
-    dir's SQLite store (created on first use, as ``emulator start`` does)."""
-    from prefctl.cli._delivery_options import chosen_store
-    from prefctl.emulator import admin
-    from prefctl.store.db import require_store
-
-    location = chosen_store(store, directory)
-    if location is not None:
-        require_store(location)  # a typo never makes a new store, on either backend
-    with admin.open_admin_store(directory, None if location is None else str(location)) as conn:
-        yield conn
 
 
 def _store_name(store: str) -> str:

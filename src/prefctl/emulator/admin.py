@@ -1,7 +1,10 @@
 """Support-team operations on the emulator's store: what the real service's support team does on
 request (register clients and certificates, add API users, revoke tokens, turn on failure alerts),
-plus the first-start bootstrap and a reset. They act on the SQLite file directly, so they work
-whether or not the emulator is running.
+plus the first-start bootstrap and a reset. They act on the store directly (the data dir's SQLite
+file, or the PostgreSQL database a team's emulator serves), so they work whether or not the
+emulator is running. Clients and users belong to one account: the operations on them take its
+``service_client_id`` (None: the emulator's own account, profile ``local``'s) and never see or
+change another account's.
 
     >>> with open_admin_store(data_dir) as conn:
     ...     boot = bootstrap(conn, clock)                 # idempotent
@@ -252,7 +255,8 @@ def add_client(
     token_lifetime_minutes: int = accounts.DEFAULT_TOKEN_LIFETIME_MINUTES,
     service_client_id: str | None = None,
 ) -> NewClient:
-    """Register a client with a fresh 64-character secret, or with ``certificate`` (PEM file)."""
+    """Register a client of the account ``service_client_id`` with a fresh 64-character secret,
+    or with ``certificate`` (PEM file). NotFoundError for an unknown account."""
     if not 1 <= token_lifetime_minutes <= MAX_TOKEN_LIFETIME_MINUTES:
         raise UsageError(
             f"token lifetime must be 1 to {MAX_TOKEN_LIFETIME_MINUTES} minutes, "
@@ -263,7 +267,7 @@ def add_client(
     account = _account(conn, clock, service_client_id)
     now = epoch(clock.now())
     if certificate is not None:
-        pem, thumbprint = _registrable_certificate(conn, certificate, clock)
+        pem, thumbprint = _registrable_certificate(conn, certificate, clock, account)
         client = _new_client(
             account.service_client_id,
             now,
@@ -292,24 +296,31 @@ def rotate_client_secret(
     client_id: str,
     *,
     overlap_minutes: int = DEFAULT_ROTATION_OVERLAP_MINUTES,
+    service_client_id: str | None = None,
 ) -> RotatedSecret:
-    """Give a client a fresh 64-character secret; the one it replaces stays accepted at the token
-    endpoint for ``overlap_minutes`` (0: refused at once), a secret replaced earlier no longer."""
+    """Give a client of the account ``service_client_id`` a fresh 64-character secret; the one it
+    replaces stays accepted at the token endpoint for ``overlap_minutes`` (0: refused at once), a
+    secret replaced earlier no longer. NotFoundError for an unknown account, or a client that is
+    not this account's (another account's client is not named as such: it is not there)."""
     if not 0 <= overlap_minutes <= MAX_ROTATION_OVERLAP_MINUTES:
         raise UsageError(
             f"the overlap must be 0 to {MAX_ROTATION_OVERLAP_MINUTES} minutes (7 days), "
             f"not {overlap_minutes}"
         )
+    account = _account(conn, clock, service_client_id)
+    listing = "prefctl emulator clients list"
+    if service_client_id is not None:
+        listing += f" --account {account.service_client_id}"
     secret = random_string(CLIENT_SECRET_LENGTH)
     salt, digest = accounts.hash_secret(secret)
     now = epoch(clock.now())
     until = now + overlap_minutes * 60
     with transaction(conn):
         client = accounts.get_client(conn, client_id)
-        if client is None:
+        if client is None or client.service_client_id != account.service_client_id:
             raise NotFoundError(
-                f"no client '{client_id}' in this emulator",
-                hint="prefctl emulator clients list shows the client ids",
+                f"no client '{client_id}' in account {account.service_client_id}",
+                hint=f"'{listing}' shows its client ids",
             )
         if client.secret_hash is None:
             raise UsageError(
@@ -324,9 +335,12 @@ def rotate_client_secret(
     return RotatedSecret(rotated, secret, until, local)
 
 
-def list_clients(conn: Store, clock: Clock) -> list[OAuthClient]:
-    _account(conn, clock, None)
-    return accounts.list_clients(conn)
+def list_clients(
+    conn: Store, clock: Clock, *, service_client_id: str | None = None
+) -> list[OAuthClient]:
+    """The clients of the account ``service_client_id`` only; NotFoundError for an unknown one."""
+    account = _account(conn, clock, service_client_id)
+    return accounts.list_clients(conn, account.service_client_id)
 
 
 def add_user(
@@ -337,7 +351,8 @@ def add_user(
     *,
     service_client_id: str | None = None,
 ) -> User:
-    """Add an active API user holding ``permissions`` (each one of ``PERMISSIONS``)."""
+    """Add an active API user of the account ``service_client_id`` holding ``permissions`` (each
+    one of ``PERMISSIONS``). NotFoundError for an unknown account."""
     if not _USER_ID.match(user_id):
         raise UsageError(
             f"invalid user id {user_id!r}",
@@ -364,9 +379,10 @@ def add_user(
     return user
 
 
-def list_users(conn: Store, clock: Clock) -> list[User]:
-    _account(conn, clock, None)
-    return accounts.list_users(conn)
+def list_users(conn: Store, clock: Clock, *, service_client_id: str | None = None) -> list[User]:
+    """The users of the account ``service_client_id`` only; NotFoundError for an unknown one."""
+    account = _account(conn, clock, service_client_id)
+    return accounts.list_users(conn, account.service_client_id)
 
 
 def revoke(conn: Store, clock: Clock, jti: str) -> Revocation:
@@ -479,7 +495,10 @@ def _account(conn: Store, clock: Clock, service_client_id: str | None) -> Accoun
         return boot.account
     account = accounts.get_account(conn, service_client_id)
     if account is None:
-        raise NotFoundError(f"no account '{service_client_id}' in this emulator")
+        raise NotFoundError(
+            f"no account '{service_client_id}' in this emulator",
+            hint="'prefctl emulator accounts list' shows them",
+        )
     return account
 
 
@@ -508,7 +527,9 @@ def _new_client(
     )
 
 
-def _registrable_certificate(conn: Store, path: Path, clock: Clock) -> tuple[str, str]:
+def _registrable_certificate(
+    conn: Store, path: Path, clock: Clock, account: Account
+) -> tuple[str, str]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -530,9 +551,12 @@ def _registrable_certificate(conn: Store, path: Path, clock: Clock) -> tuple[str
         )
     thumbprint = thumbprint_sha256(certificate)
     owner = accounts.client_with_thumbprint(conn, thumbprint)
-    if owner is not None:
-        raise PrefctlError(
-            f"the certificate {path} is already registered to client {owner.client_id}"
+    if owner is not None:  # the token endpoint finds a client by its certificate: one owner
+        registered = (
+            f"client {owner.client_id}"
+            if owner.service_client_id == account.service_client_id
+            else "a client of another account"  # whose id is not this account's to see
         )
+        raise PrefctlError(f"the certificate {path} is already registered to {registered}")
     pem = certificate.public_bytes(serialization.Encoding.PEM).decode("ascii")
     return pem, thumbprint

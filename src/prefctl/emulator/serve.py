@@ -276,6 +276,7 @@ def open_account(
     ``check`` is false), whether it was created now, and the ids of the store's clients (the
     profiles to point at this emulator); its secrets are registered for redaction."""
     from prefctl.emulator import admin
+    from prefctl.store import accounts
 
     data_dir = config.resolved_data_dir()
     check_free_space(data_dir)
@@ -284,7 +285,8 @@ def open_account(
             _check_store(conn, data_dir)
         clock = config.clock or SystemClock()
         boot = admin.bootstrap(conn, clock)
-        client_ids = {client.client_id for client in admin.list_clients(conn, clock)}
+        # Every account's clients: the profiles of all of them follow this emulator.
+        client_ids = {client.client_id for client in accounts.list_clients(conn)}
     register_secret(boot.credentials.client_secret)
     register_secret(boot.account.hashkey)
     account = LocalAccount(
