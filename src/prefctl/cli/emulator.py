@@ -485,9 +485,11 @@ def revoke(
     data_dir: DataDirOption = None,
     store: AdminStoreOption = None,
 ) -> None:
-    """Revoke an access token by its jti, whichever account's it is (its scope names the
-    account): every API worker refuses it from now on. Exit code 4 when the store issued no
-    token with this jti."""
+    """Revoke an access token of any account by its jti: the REST API refuses it from now on.
+
+    A jti is unique across accounts; the token's scope, shown, names its account. Exit code 4
+    when the store issued no token with this jti.
+    """
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
