@@ -63,6 +63,19 @@ AdminStoreOption = Annotated[
         show_envvar=False,
     ),
 ]
+# The account a support-team command acts on (``emulator clients``, ``users``, ``alerts``): what
+# it names or changes must be that account's, and another account's is "not found" like a missing
+# one. None: the emulator's own account (the core resolves it: prefctl.emulator.admin).
+AccountOption = Annotated[
+    str | None,
+    typer.Option(
+        "--account",
+        metavar="NAME",
+        help="The account to act on: its service client id, as 'emulator accounts list' shows "
+        "it (default: the emulator's own account, profile local's).",
+        show_default=False,
+    ),
+]
 # The store of a long-running server (``dispatcher run``): a SQLite file or a PostgreSQL database.
 StoreLocationOption = Annotated[
     str | None,

@@ -9,7 +9,12 @@ import typer
 
 from prefctl.cli import _server_options as limits_options
 from prefctl.cli._context import State, get_state
-from prefctl.cli._delivery_options import AdminStoreOption, DataDirOption, admin_store
+from prefctl.cli._delivery_options import (
+    AccountOption,
+    AdminStoreOption,
+    DataDirOption,
+    admin_store,
+)
 from prefctl.cli._tables import columns
 from prefctl.cli.app import examples, new_group
 from prefctl.config import ENV_STORE
@@ -18,18 +23,6 @@ from prefctl.errors import PrefctlError, UsageError
 
 if TYPE_CHECKING:
     from prefctl.store.accounts import OAuthClient, User
-
-# The account whose clients and users ``emulator clients``/``users`` manage: each has its own.
-AccountOption = Annotated[
-    str | None,
-    typer.Option(
-        "--account",
-        metavar="NAME",
-        help="The account whose clients and users to manage: its service client id, as "
-        "'emulator accounts list' shows it (default: the emulator's own account, profile local's).",
-        show_default=False,
-    ),
-]
 
 
 def register(root: typer.Typer) -> None:
@@ -490,14 +483,19 @@ def users_list(
 def revoke(
     jti: Annotated[str, typer.Argument(help="The jti claim of the access token to revoke.")],
     data_dir: DataDirOption = None,
+    store: AdminStoreOption = None,
 ) -> None:
-    """Revoke an access token by its jti: the REST API refuses it from now on."""
+    """Revoke an access token of any account by its jti: the REST API refuses it from now on.
+
+    A jti is unique across accounts; the token's scope, shown, names its account. Exit code 4
+    when the store issued no token with this jti.
+    """
     from prefctl.clock import SystemClock
     from prefctl.config.paths import resolve_data_dir
     from prefctl.emulator import admin
     from prefctl.store.timestamps import wire_time
 
-    with admin.open_admin_store(resolve_data_dir(data_dir)) as conn:
+    with admin_store(resolve_data_dir(data_dir), store) as conn:
         revocation = admin.revoke(conn, SystemClock(), jti)
     token = revocation.token
     get_state().out.record(

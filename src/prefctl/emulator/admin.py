@@ -2,9 +2,10 @@
 request (register clients and certificates, add API users, revoke tokens, turn on failure alerts),
 plus the first-start bootstrap and a reset. They act on the store directly (the data dir's SQLite
 file, or the PostgreSQL database a team's emulator serves), so they work whether or not the
-emulator is running. Clients and users belong to one account: the operations on them take its
-``service_client_id`` (None: the emulator's own account, profile ``local``'s) and never see or
-change another account's.
+emulator is running. Clients, users and subscriptions belong to one account: the operations on
+them take its ``service_client_id`` (None: the emulator's own account, profile ``local``'s) and
+never see or change another account's. A token's jti is unique across accounts (a random UUID):
+``revoke`` takes it alone.
 
     >>> with open_admin_store(data_dir) as conn:
     ...     boot = bootstrap(conn, clock)                 # idempotent
@@ -412,15 +413,22 @@ def set_subscription_alerts(
     (replacing earlier ones; duplicates dropped), or off. The REST API refuses to change alerts:
     on the real service the support team does it on request (spec "Rules" 12).
 
-    UsageError for an address that is not one, or a Name that several subscriptions share;
-    NotFoundError when no subscription matches.
+    Only the subscriptions of the account ``service_client_id`` (None: the emulator's own) are
+    looked at. UsageError for an address that is not one, or a Name that several of them share;
+    NotFoundError for an unknown account, or when none of its subscriptions matches (another
+    account's is not named as such: it is not there).
     """
     from prefctl.store import subscriptions
 
     checked = _checked_recipients(recipients) if enabled else []
     account = _account(conn, clock, service_client_id).service_client_id
+    listing = "prefctl subscriptions list"
+    if service_client_id is not None:  # the profile 'emulator accounts add' wrote for it
+        listing = f"prefctl --profile {account} subscriptions list"
     with transaction(conn):
-        record = _find_subscription(subscriptions.list_subscriptions(conn, account), subscription)
+        record = _find_subscription(
+            subscriptions.list_subscriptions(conn, account), subscription, account, listing
+        )
         return subscriptions.set_alerts(
             conn,
             account,
@@ -447,13 +455,15 @@ def _checked_recipients(recipients: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(alerts.recipients))
 
 
-def _find_subscription(records: list[SubscriptionRecord], ref: str) -> SubscriptionRecord:
+def _find_subscription(
+    records: list[SubscriptionRecord], ref: str, account: str, listing: str
+) -> SubscriptionRecord:
     ref = ref.strip()
     matches = [r for r in records if r.name == ref or (ref.isdigit() and r.id == int(ref))]
     if not matches:
         raise NotFoundError(
-            f"no subscription named {ref!r} in the emulator",
-            hint="'prefctl subscriptions list' shows them",
+            f"no subscription named {ref!r} in account {account}",
+            hint=f"'{listing}' shows them",
         )
     if len(matches) > 1:
         ids = ", ".join(str(r.id) for r in matches)
