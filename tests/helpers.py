@@ -190,21 +190,34 @@ def _run_on_terminal(
 
 def run_at_once(code: str, argument: str, processes: int) -> list[tuple[str, str]]:
     """Run ``python -c CODE`` in ``processes`` processes that start their work at the same
-    moment: each first waits until ``time.time()`` reaches ``sys.argv[2]`` (then about a second
-    away, once every interpreter is up), ``sys.argv[1]`` being ``argument``. Asserts that every
+    moment: each, once its interpreter is up, says so and waits for the word to go, which all
+    get together once every one is waiting (``sys.argv[1]`` is ``argument``). Asserts that every
     one exits 0; returns their (stdout, stderr)."""
-    start = str(time.time() + 1.0)
-    prelude = "import sys, time\nwhile time.time() < float(sys.argv[2]):\n    pass\n"
+    prelude = "import sys, time\nsys.stdout.write('-')\nsys.stdout.flush()\nsys.stdin.read(1)\n"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", prelude + code, argument, start],
+            [sys.executable, "-c", prelude + code, argument],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for _ in range(processes)
     ]
-    outputs = [proc.communicate(timeout=60) for proc in procs]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.read(1) == "-", "a process ended before it was ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go")
+            proc.stdin.flush()
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert [proc.returncode for proc in procs] == [0] * processes, [err for _, err in outputs]
     return outputs
 

@@ -80,6 +80,19 @@ class _Hang:
         time.sleep(30)
 
 
+@dataclass(frozen=True)
+class _InsertThenHang:
+    """Inserts a row, then hangs inside the transaction, as a paused writer process would."""
+
+    started: Path
+
+    def __call__(self, conn: sqlite3.Connection) -> int:
+        conn.execute("INSERT INTO notes VALUES ('never')")
+        self.started.touch()
+        time.sleep(30)  # the behaviour under test: a writer stuck mid-transaction
+        return 0
+
+
 def _notes(ctx: EmulatorContext) -> list[str]:
     with open_store(ctx.store_path) as conn:
         return [row[0] for row in conn.execute("SELECT text FROM notes ORDER BY rowid")]
@@ -171,6 +184,25 @@ def test_group_writer_stop_finishes_the_batch_in_flight_and_fails_the_waiting_wr
     answered, failed = asyncio.run(run())
     assert answered == 0
     assert isinstance(failed, WriterProcessError)
+    assert _notes(ctx) == []
+
+
+def test_group_writer_stop_kills_a_process_stuck_in_its_write_after_the_wait_and_stores_nothing(
+    ctx: EmulatorContext,
+) -> None:
+    # The emulator's stop waits 10 s for the writer to end; here 0.2 s. Had the stop waited for
+    # the write to end by itself (30 s), its row would be committed.
+    writer = GroupWriter(ctx.store_path)
+    stuck = _InsertThenHang(Path(ctx.store_path).parent / "stuck-write-started")
+
+    async def run() -> None:
+        write = asyncio.ensure_future(writer.run(stuck))
+        await asyncio.to_thread(wait_until, stuck.started.exists)
+        await asyncio.to_thread(writer.stop, 0.2)
+        write.cancel()
+        await asyncio.gather(write, return_exceptions=True)
+
+    asyncio.run(run())
     assert _notes(ctx) == []
 
 

@@ -280,6 +280,28 @@ def test_receiver_tls_serves_https(pki: dict[str, certs.IssuedCertificate]) -> N
         assert post_event(running.webhook_url, verify=context).status_code == 200
 
 
+def test_receiver_tls_stops_without_waiting_for_a_kept_alive_client(
+    pki: dict[str, certs.IssuedCertificate], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A dispatcher keeps its connection open between deliveries. Closed over TLS, a connection
+    # waits for the client's close_notify, which an idle client never sends: the stop used to
+    # wait uvicorn's whole graceful-shutdown time for it, then log that it had run out.
+    server = pki["server"]
+    config = ReceiverConfig(
+        port=0, credentials=CREDS, tls_cert=server.certificate, tls_key=server.private_key
+    )
+    context = ssl.create_default_context(cafile=str(pki["ca"].certificate))
+    with httpx.Client(verify=context) as client:
+        with start_in_thread(config) as running:
+            now = datetime.now(UTC)
+            answer = client.post(
+                running.webhook_url, content=event_body(event_time=now), headers=signed_now()
+            )
+            assert answer.status_code == 200
+        assert not running.running
+    assert "graceful shutdown" not in caplog.text
+
+
 def test_receiver_mtls_requires_a_client_certificate(
     pki: dict[str, certs.IssuedCertificate],
 ) -> None:

@@ -291,6 +291,23 @@ def guard_class(base: type[Any]) -> type[Any]:
             if not self.refused:
                 super().on_message_complete()
 
+        def shutdown(self) -> None:
+            """The server stops: uvicorn closes an idle connection at once. Over TLS a close
+            waits for the client's close_notify, which an idle pooled client (a dispatcher's
+            kept-alive connection) never sends, and the server waited its whole graceful-shutdown
+            time (5 s) for the connection: once closed here with nothing left to send, it is
+            dropped."""
+            transport = self._guard_transport
+            was_closing = transport.is_closing()
+            super().shutdown()
+            if (
+                not was_closing
+                and transport.is_closing()
+                and transport.get_extra_info("ssl_object") is not None
+                and not transport.get_write_buffer_size()  # type: ignore[attr-defined]
+            ):
+                transport.abort()  # type: ignore[attr-defined]
+
         def expire(self, *, evicted: bool) -> None:
             """Past a deadline (``evicted``: closed to make room): answer 408 if part of a
             request arrived, and close."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import threading
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -71,6 +72,17 @@ def _writer_pid(emulator: RunningEmulator) -> int:
     return found[0]
 
 
+def _holds(pipe: str) -> bool:
+    """Whether this process has a descriptor of ``pipe`` (a ``pipe:[inode]`` link) open."""
+    for entry in Path("/proc/self/fd").iterdir():
+        try:
+            if os.readlink(entry) == pipe:
+                return True
+        except OSError:
+            continue  # closed meanwhile
+    return False
+
+
 def _profiles_tagged(emulator: RunningEmulator, marker: str) -> int:
     with closing(connect(emulator.store)) as conn:
         (count,) = conn.execute(
@@ -125,10 +137,17 @@ def test_import_cut_short_by_a_stop_resumes_on_the_next_start_without_repeating_
     wait_until(lambda: _status(api, import_id)["ProcessedRecords"] > 0)
     # Pause the writer process: the import cannot advance past its step in hand, however long
     # the stop takes on a loaded machine (it once finished all its records before a stop got to
-    # it). The stop ends the paused writer after its 10 s wait; that step is not committed.
-    os.kill(_writer_pid(emulator), signal.SIGSTOP)
-
-    emulator.stop(timeout=60)
+    # it). Once the stop has closed the writer's input, the writer is killed, as the stop itself
+    # would after its 10 s wait (test_group_writer.py tests that): the step is not committed.
+    writer = _writer_pid(emulator)
+    os.kill(writer, signal.SIGSTOP)
+    writers_input = os.readlink(f"/proc/{writer}/fd/0")
+    stopping = threading.Thread(target=emulator.stop, kwargs={"timeout": 60})
+    stopping.start()
+    wait_until(lambda: not _holds(writers_input), timeout=60, what="the stop did not get there")
+    os.kill(writer, signal.SIGKILL)
+    stopping.join(60)
+    assert not stopping.is_alive()
     with closing(connect(emulator.store)) as conn:
         job = get_import(conn, emulator.account.service_client_id, import_id)
     assert job is not None
