@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from prefctl.dispatcher.deadletters import DeadLetterFilter, redrive_dead_letters
-from prefctl.store import deliveries
-from prefctl.store.deliveries import Attempt, DeliveryResult
+from prefctl.store.delivery_results import Attempt, DeliveryResult, record_results
 from tests.dispatcher.ops_helpers import T0, event_id, finish, queue_event
 from tests.helpers import run_cli
 from tests.store.service_helpers import add_subscription, open_service_store, subscription_body
@@ -134,7 +133,7 @@ def test_deliveries_show_labels_a_late_answer_and_a_probation_skip_not_as_a_redr
     ]
     for attempt, state, count in rows:
         final = state == "delivered"
-        deliveries.record_results(
+        record_results(
             conn,
             [
                 DeliveryResult(

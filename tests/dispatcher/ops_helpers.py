@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from prefctl.store import Store, deliveries, events
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import Attempt, AttemptOutcome, DeliveryResult, NewDelivery
+from prefctl.store.deliveries import NewDelivery
+from prefctl.store.delivery_results import Attempt, AttemptOutcome, DeliveryResult, record_results
 from prefctl.store.events import NewEvent
 from tests.store.service_helpers import ACCOUNT
 
@@ -83,4 +84,4 @@ def finish(
             )
         )
     for result in results:
-        deliveries.record_results(conn, [result])
+        record_results(conn, [result])

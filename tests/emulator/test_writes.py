@@ -13,7 +13,7 @@ from prefctl.emulator.writes import ProfileWriter
 from prefctl.errors import NotFoundError
 from prefctl.store import Store, events, profiles, subscriptions
 from prefctl.store.db import connect, transaction
-from prefctl.store.deliveries import claim_due
+from prefctl.store.delivery_claims import claim_due
 from prefctl.store.errors import StoreError
 from prefctl.store.timestamps import epoch
 from prefctl.webhooks.envelope import new_event_id

@@ -11,7 +11,9 @@ from prefctl.models.event import EventNotification
 from prefctl.store import Store, deliveries, events, subscriptions
 from prefctl.store.connection import Store as SqliteStore
 from prefctl.store.db import connect, transaction
-from prefctl.store.deliveries import Attempt, DeliveryResult, NewDelivery, claim_due, record_results
+from prefctl.store.deliveries import NewDelivery
+from prefctl.store.delivery_claims import claim_due, release_claims, release_orphans
+from prefctl.store.delivery_results import Attempt, DeliveryResult, record_results
 from prefctl.store.events import NewEvent
 from tests.store.service_helpers import (
     ACCOUNT,
@@ -204,7 +206,7 @@ def test_expired_lease_is_claimable_again_and_old_owner_goes_stale(
 def test_release_claims_returns_leases_unchanged(conn: Store, subscription_id: int) -> None:
     ids = _queue(conn, subscription_id, 3)
     claim_due(conn, T0, 10, 60, "stopping")
-    assert deliveries.release_claims(conn, "stopping") == 3
+    assert release_claims(conn, "stopping") == 3
     assert [c.delivery_id for c in claim_due(conn, T0, 10, 60, "next")] == ids
 
 
@@ -491,6 +493,6 @@ def test_release_orphans_gives_back_an_engines_leases_but_those_it_keeps(
     claim_due(conn, T0, 2, 60, "host:1:abcd:0")
     claim_due(conn, T0, 1, 60, "host:1:abcd:1")
     claim_due(conn, T0, 1, 60, "other:2:ef01:0")
-    assert deliveries.release_orphans(conn, "host:1:abcd:", [ids[1]]) == 2
+    assert release_orphans(conn, "host:1:abcd:", [ids[1]]) == 2
     assert [_state(conn, i)["state"] for i in ids] == ["queued", "in_flight", "queued", "in_flight"]
     assert _state(conn, ids[3])["lease_owner"] == "other:2:ef01:0"

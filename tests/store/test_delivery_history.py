@@ -6,16 +6,10 @@ import pytest
 
 from prefctl.store import Store, delivery_history, events
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import (
-    Attempt,
-    DeliveryResult,
-    NewDelivery,
-    add_deliveries,
-    claim_due,
-    record_results,
-    release_claims,
-)
+from prefctl.store.deliveries import NewDelivery, add_deliveries
+from prefctl.store.delivery_claims import claim_due, release_claims
 from prefctl.store.delivery_history import DeliveryQuery
+from prefctl.store.delivery_results import Attempt, DeliveryResult, record_results
 from prefctl.store.events import NewEvent
 from tests.store.service_helpers import (
     ACCOUNT,

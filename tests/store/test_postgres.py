@@ -371,7 +371,7 @@ def test_postgres_claim_from_a_backlog_never_analyzed_takes_the_oldest_by_the_du
     statistics: on a store whose 20,000 queued deliveries (10 subscriptions) were written faster
     than autovacuum analyzes, the plan without the claim's settings read every due row once per
     subscription and sorted them all (100-300 ms per claim, each cycle)."""
-    from prefctl.store import deliveries
+    from prefctl.store import delivery_claims
     from prefctl.store.db import transaction
     from tests.store.service_helpers import add_subscription, subscription_body
 
@@ -393,11 +393,11 @@ def test_postgres_claim_from_a_backlog_never_analyzed_takes_the_oldest_by_the_du
                 " e.original_event_time FROM events e, subscriptions s"
             )
         with transaction(store):
-            store.execute(deliveries._DUE_IN_ORDER_POSTGRES)
+            store.execute(delivery_claims._DUE_IN_ORDER_POSTGRES)
             plan = "\n".join(
                 row[0]
                 for row in store.execute(
-                    "EXPLAIN " + deliveries._CLAIM_ACCOUNT_POSTGRES,
+                    "EXPLAIN " + delivery_claims._CLAIM_ACCOUNT_POSTGRES,
                     {
                         "owner": "d",
                         "until": T0 + 1e6,
@@ -409,7 +409,7 @@ def test_postgres_claim_from_a_backlog_never_analyzed_takes_the_oldest_by_the_du
                     },
                 )
             )
-        claimed = deliveries.claim_due(store, T0 + 1e5, 500, 60, "d", account=ACCOUNT)
+        claimed = delivery_claims.claim_due(store, T0 + 1e5, 500, 60, "d", account=ACCOUNT)
         oldest = store.execute(
             "SELECT id FROM deliveries ORDER BY next_attempt_at, id LIMIT 500"
         ).fetchall()

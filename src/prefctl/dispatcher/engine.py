@@ -77,16 +77,14 @@ from prefctl.logs import register_secret
 from prefctl.store import Store, ceilings, dispatcher_state
 from prefctl.store.accounts import Account, get_account
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import (
-    Attempt,
+from prefctl.store.delivery_claims import (
     ClaimedDelivery,
-    DeliveryResult,
     claim_due,
-    record_results,
     release_claims,
     release_orphans,
 )
 from prefctl.store.delivery_history import get_delivery
+from prefctl.store.delivery_results import Attempt, DeliveryResult, record_results
 from prefctl.store.timestamps import epoch, wire_time
 from prefctl.webhooks.https_rule import https_problem
 from prefctl.webhooks.signature import RAW, SigningCredentials, Verifier, format_header

@@ -32,7 +32,8 @@ from prefctl.dispatcher import policy
 from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
 from prefctl.dispatcher.transport import UNSENT_ERROR, Response
-from prefctl.store.deliveries import Attempt, AttemptOutcome, ClaimedDelivery, DeliveryResult
+from prefctl.store.delivery_claims import ClaimedDelivery
+from prefctl.store.delivery_results import Attempt, AttemptOutcome, DeliveryResult
 
 __all__ = ["InFlight", "Item", "Pending", "result"]
 

@@ -1,6 +1,6 @@
 """Lease owners: who holds a claimed delivery, and giving back what a dead process held.
 
-A claim is a lease (``store/deliveries.py``): a dispatcher that dies leaves its deliveries
+A claim is a lease (``store/delivery_claims.py``): a dispatcher that dies leaves its deliveries
 ``in_flight`` until ``lease_until``, after which any claimer takes them back. To make recovery
 immediate after a crash on the same machine, owners are named ``host:pid:token:cycle``; at start,
 and every ``SWEEP_SECONDS`` while it runs (several dispatchers share one store: one of them may die
@@ -26,7 +26,7 @@ from prefctl.dispatcher.policy import RESPONSE_TIMEOUT_SECONDS
 from prefctl.store import Store
 from prefctl.store.ceilings import release_slots, slot_owners
 from prefctl.store.db import transaction
-from prefctl.store.deliveries import release_claims
+from prefctl.store.delivery_claims import release_claims
 from prefctl.store.dispatcher_state import lease_owners
 
 __all__ = [

@@ -33,8 +33,8 @@ from typing import Any, Literal, Protocol
 
 from prefctl.clock import Clock
 from prefctl.store import Store
-from prefctl.store.deliveries import Attempt
 from prefctl.store.delivery_history import DeliveryRecord
+from prefctl.store.delivery_results import Attempt
 from prefctl.store.timestamps import wire_time
 
 __all__ = [

@@ -36,7 +36,7 @@ from prefctl.dispatcher.policy import DeadLetterReason
 from prefctl.sim.scenario import Scenario
 from prefctl.store import Store
 from prefctl.store.alerts import list_alerts
-from prefctl.store.deliveries import AttemptOutcome
+from prefctl.store.delivery_results import AttemptOutcome
 from prefctl.store.delivery_stats import count_events, delivery_counts, timeline_counts
 from prefctl.store.timestamps import wire_time
 

@@ -9,7 +9,7 @@ is read and written here, and only here:
   verbs are the unit of work: ``transaction()``, ``atomic()``, ``snapshot()``, ``close()``;
   ``dialect`` says which engine it is, for the store modules' SQL where the engines differ.
 - The operations are functions of the modules named for what they hold, each taking the Store
-  first and speaking the callers' words: ``deliveries.claim_due``, ``subscriptions.get_subscription``,
+  first and speaking the callers' words: ``delivery_claims.claim_due``, ``subscriptions.get_subscription``,
   ``delivery_stats.delivery_counts``, ``events.stored_rowid`` …
 - Failures are prefctl's (``errors.py``: StoreError, StoreBusyError, StoreDamagedError,
   StoreDiskFullError); ``store_error`` words what a plain read let through.
@@ -18,7 +18,7 @@ is read and written here, and only here:
   (tests/store/test_seam.py) say so.
 
     >>> from prefctl.store.db import open_store
-    >>> from prefctl.store.deliveries import release_claims
+    >>> from prefctl.store.delivery_claims import release_claims
     >>> with open_store(path) as store, store.transaction():
     ...     release_claims(store, owner)
 

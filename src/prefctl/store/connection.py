@@ -67,7 +67,7 @@ class Store(sqlite3.Connection):
     """One connection to the store: what callers outside ``store/`` hold, pass and annotate.
 
     The store's operations are the functions of the store modules, named for what they hold and
-    taking the Store first (``deliveries.claim_due(store, …)``, ``subscriptions.get_subscription``);
+    taking the Store first (``delivery_claims.claim_due(store, …)``, ``subscriptions.get_subscription``);
     the Store itself offers the unit of work: ``transaction()``, ``atomic()``, ``snapshot()`` and
     ``close()``. Callers never run SQL on it (a test checks that nothing outside ``store/`` calls
     ``execute``), and they catch the store's errors (``store.errors``), never the driver's.

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prefctl.store._dialect import any_of
-from prefctl.store.deliveries import AttemptOutcome, DeliveryState
+from prefctl.store.deliveries import DeliveryState
+from prefctl.store.delivery_results import AttemptOutcome
 from prefctl.store.timestamps import wire_time
 
 if TYPE_CHECKING:

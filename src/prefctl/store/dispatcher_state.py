@@ -122,7 +122,7 @@ def release_waiting(conn: Store, account: str, url: str, *, slot: float, now: fl
 
 
 def due_exists(conn: Store, now: float, account: str | None = None) -> bool:
-    """Whether a delivery is due at ``now`` that ``deliveries.claim_due`` would claim (queued,
+    """Whether a delivery is due at ``now`` that ``delivery_claims.claim_due`` would claim (queued,
     to an Active and Succeeded subscription, of ``account`` when given)."""
     sql = (
         "SELECT 1 FROM deliveries d INDEXED BY deliveries_due"
