@@ -59,13 +59,7 @@ from prefctl.dispatcher.admission import Going, admit
 from prefctl.dispatcher.config_cache import ConfigCache
 from prefctl.dispatcher.inflight import InFlight, Item
 from prefctl.dispatcher.leases import SWEEP_SECONDS, LeaseOwner, release_dead_owners
-from prefctl.dispatcher.observer import (
-    CycleResults,
-    DeadLetter,
-    EngineObserver,
-    Recorded,
-    guarded,
-)
+from prefctl.dispatcher.observer import CycleResults, EngineObserver, guarded, recorded_of
 from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
 from prefctl.dispatcher.totals import CycleReport, EngineTotals
@@ -81,7 +75,6 @@ from prefctl.store.deliveries import (
     release_claims,
     release_orphans,
 )
-from prefctl.store.delivery_history import get_delivery
 from prefctl.store.timestamps import epoch, wire_time
 from prefctl.webhooks.signature import RAW
 
@@ -467,26 +460,10 @@ class Engine:
 
     def _recorded(self, batch: list[Item], applied: set[int]) -> int:
         """Count a recorded batch and tell the observers. Returns the batch size."""
-        recorded = tuple(
-            Recorded(
-                delivery.delivery_id,
-                delivery.subscription_id,
-                delivery.service_client_id,
-                delivery.event_id,
-                delivery.event_time,
-                done.state,
-                done.attempt,
-                done.delivery_id in applied,
-                done.dead_letter_reason,
-            )
-            for delivery, done in batch
-        )
+        recorded = recorded_of(batch, applied)
         self.totals.count(recorded)
         if recorded and self.observers:
-            dead = [r.delivery_id for r in recorded if r.applied and r.state == "dead_lettered"]
-            records = (get_delivery(self.conn, delivery_id) for delivery_id in dead)
-            letters = tuple(DeadLetter.from_record(r) for r in records if r is not None)
-            view = CycleResults(recorded, letters)
+            view = CycleResults.read(self.conn, recorded)
             moment = self.clock.now()
             for observer in self.observers:
                 guarded(observer.on_results, moment, view)
