@@ -84,6 +84,7 @@ def timed(owner, name, label):
 
 import prefctl.dispatcher.engine as engine
 import prefctl.dispatcher.transport as transport
+import prefctl.dispatcher.turns as turns
 import prefctl.sim.observers as observers
 import prefctl.sim.run as run
 
@@ -91,7 +92,7 @@ if breakdown:
     timed(run, "build_store", "build the store and write the load")
     timed(run, "build_report", "build the report")
     timed(engine.Engine, "run_cycle", "engine.run_cycle (all of a cycle)")
-    timed(engine, "claim_due", "  store.claim_due")
+    timed(turns, "claim_due", "  store.claim_due")
     timed(engine, "record_results", "  store.record_results")
     timed(engine.ConfigCache, "refresh", "  store: has the account configuration changed")
     timed(engine.dispatcher_state, "due_exists", "  store.dispatcher_state.due_exists")

@@ -8,20 +8,24 @@ One ``Engine`` delivers the queue of a store (every account, or one). Each cycle
    more than MaxConcurrentRequests of them are in flight; the transport is sized for the sum of
    the accounts' MaxConcurrentRequests (``Transport.size_for``). The limits are the account's,
    not one process's: every dispatcher on the store takes the account's cycle in turn and counts
-   the requests the others hold (``store/ceilings.py``, in the claim's transaction);
-2. per delivery: ``policy.check_due`` (max attempts, TTL: dead-lettered now, at due time, with the
-   reason), then probation (``probation.Probation``: a delivery to an endpoint whose probe slot is
-   not open is put off to that slot, recorded as ``skipped``, no attempt spent), then its body;
+   the requests the others hold (``store/ceilings.py``, in the claim's transaction). The cadence,
+   the room and the claim are ``turns.Turns``'s;
+2. per delivery (``admission.admit``): ``policy.check_due`` (max attempts, TTL: dead-lettered
+   now, at due time, with the reason), the https rule (a Url stored before the API refused it:
+   dead-lettered unsent), then probation (``probation.Probation``: a delivery to an endpoint whose
+   probe slot is not open is put off to that slot, recorded as ``skipped``, no attempt spent),
+   then its body;
 3. signs the batch for the moment it goes out (every attempt gets a fresh Timestamp and
-   Signature), hands it to the transport at once and waits Duration, counted from the cycle's
-   start: the next cycle is due Duration after this one was due, or when this one's work ends if
-   that is later (the cadence then goes on from there). A transport that reads neither bodies
-   nor signatures (``payloads`` False: the simulator's model) is sent neither.
+   Signature, by the account's signer: ``account_state.AccountState``), hands it to the
+   transport at once and waits Duration, counted from the cycle's start: the next cycle is due
+   Duration after this one was due, or when this one's work ends if that is later (the cadence
+   then goes on from there). A transport that reads neither bodies nor signatures (``payloads``
+   False: the simulator's model) is sent neither.
 
 At the start of every cycle the engine takes the answers that arrived, applies
 ``policy.after_attempt`` to each (200 delivered; 400/413 dead-lettered; anything else, a
 connection error or no answer within 30 s: retried with backoff), and records all of them, with
-endpoint health, in ONE transaction (``store.deliveries.record_results``), the same that then
+endpoint health, in ONE transaction (``store.delivery_results.record_results``), the same that then
 claims for the accounts whose turn it is (one transaction per cycle, not two: ``BEGIN``/``COMMIT``
 were a tenth of a busy cycle's store work in the simulator). The real dispatcher (``store_thread``)
 claims and sends first and records in a second transaction while those requests are on the wire:
@@ -43,59 +47,38 @@ transport and the random source are injected, so the simulator runs this same en
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from prefctl.clock import Clock, SystemClock
-from prefctl.dispatcher import policy
-from prefctl.dispatcher.config_cache import ConfigCache, DeliverySettings
-from prefctl.dispatcher.inflight import InFlight, Item, result
-from prefctl.dispatcher.leases import (
-    SWEEP_SECONDS,
-    LeaseOwner,
-    lease_seconds,
-    release_dead_owners,
-)
-from prefctl.dispatcher.observer import (
-    CycleResults,
-    DeadLetter,
-    EngineObserver,
-    Recorded,
-    guarded,
-)
+from prefctl.dispatcher.account_state import AccountState
+from prefctl.dispatcher.admission import Going, admit
+from prefctl.dispatcher.config_cache import ConfigCache
+from prefctl.dispatcher.inflight import InFlight, Item
+from prefctl.dispatcher.leases import SWEEP_SECONDS, LeaseOwner, release_dead_owners
+from prefctl.dispatcher.observer import CycleResults, EngineObserver, guarded, recorded_of
 from prefctl.dispatcher.probation import Probation
 from prefctl.dispatcher.rule_time import RuleTime
 from prefctl.dispatcher.totals import CycleReport, EngineTotals
-from prefctl.dispatcher.transport import Request, TlsIdentity, Transport
+from prefctl.dispatcher.transport import Request, Transport
+from prefctl.dispatcher.turns import Plan, Turns
 from prefctl.errors import NotFoundError, PrefctlError
-from prefctl.logs import register_secret
 from prefctl.store import Store, ceilings, dispatcher_state
 from prefctl.store.accounts import Account, get_account
 from prefctl.store.db import transaction
-from prefctl.store.delivery_claims import (
-    ClaimedDelivery,
-    claim_due,
-    release_claims,
-    release_orphans,
-)
-from prefctl.store.delivery_history import get_delivery
-from prefctl.store.delivery_results import Attempt, DeliveryResult, record_results
+from prefctl.store.delivery_claims import ClaimedDelivery, release_claims, release_orphans
+from prefctl.store.delivery_results import record_results
 from prefctl.store.timestamps import epoch, wire_time
-from prefctl.webhooks.https_rule import https_problem
-from prefctl.webhooks.signature import RAW, SigningCredentials, Verifier, format_header
+from prefctl.webhooks.signature import RAW
 
 __all__ = ["CycleReport", "Engine", "EngineTotals"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_ON_PROBATION = "endpoint on probation: put off to its next probe slot"
 
 # In --once mode, how often (real seconds) to look for answers once nothing more is claimed.
 ONCE_POLL_SECONDS = 0.02
@@ -109,42 +92,6 @@ RECONNECT_MAX_SECONDS = 5.0
 NO_ACCOUNT_WAIT_SECONDS = 1.0
 
 
-@dataclass
-class _Account:
-    """Per-account state: cadence, signer and TLS identity."""
-
-    next_cycle_at: float = 0.0
-    full: bool = False  # the last cycle claimed all it had room for: more may be due
-    idle: bool = False  # the last cycle claimed nothing: a wake-up may start the next one now
-    credentials: SigningCredentials | None = None
-    verifier: Verifier | None = None
-    timestamp: str = ""
-    header: str = ""
-    tls_stamp: float | None = None
-    tls: TlsIdentity | None = None
-
-    def sign(self, timestamp: str) -> str:
-        """The ``Service-Webhook`` header for attempts sent at ``timestamp``."""
-        if timestamp != self.timestamp:
-            assert self.verifier is not None
-            signature = base64.b64encode(self.verifier.signed_bytes(timestamp)).decode("ascii")
-            self.timestamp, self.header = timestamp, format_header(timestamp, signature)
-        return self.header
-
-
-@dataclass(slots=True)
-class _Plan:
-    """An account's turn in a cycle: what it may claim, and under which lease."""
-
-    row: Account
-    account: _Account
-    settings: DeliverySettings
-    room: int
-    owner: str
-    lease: float
-    period: float
-
-
 class Engine:
     """Delivers a store's queue (see the module docstring). Use it from one event loop.
 
@@ -153,7 +100,7 @@ class Engine:
     its accounts, settings and TLS rows cannot change while the engine runs, so they are read once,
     not checked each cycle, and no other dispatcher shares its accounts' limits. Otherwise every
     account's MaxConcurrentRequests and Duration hold across all the dispatchers on the store
-    together (``_turn``).
+    together (``turns.Turns``).
     """
 
     def __init__(
@@ -184,7 +131,8 @@ class Engine:
         self.totals = EngineTotals()
         self._owner: LeaseOwner | None = None
         self._inflight: InFlight | None = None
-        self._accounts: dict[str, _Account] = {}
+        self._turns: Turns | None = None
+        self._accounts: dict[str, AccountState] = {}
         self._config = ConfigCache(conn, account, static=static_config)
         self._shared = not static_config  # the accounts' limits are kept in the store
         self._carried: list[Item] = []  # results known before their cycle's batch
@@ -208,6 +156,14 @@ class Engine:
             rules, self.rng, probation, self.time_scale, wire_wait=self.transport.wire_wait
         )
         self._owner = LeaseOwner()
+        self._turns = Turns(
+            self.conn,
+            self._config,
+            self._inflight,
+            self._owner,
+            time_scale=self.time_scale,
+            shared=self._shared,
+        )
 
     async def run(self, *, stop: asyncio.Event | None = None, once: bool = False) -> EngineTotals:
         """Run cycles until ``stop`` is set or, with ``once``, until nothing is due and every
@@ -327,7 +283,12 @@ class Engine:
         if expired:
             self.transport.cancel(expired)
         batch = self._batch([*self._take_carried(), *results, *late])
-        plans = [self._plan(row, account, now) for row, account in self._due_accounts(now)]
+        assert self._turns is not None
+        cycle = self.totals.cycles
+        plans = [
+            self._turns.plan(row, account, now, cycle=cycle)
+            for row, account in self._due_accounts(now)
+        ]
         try:
             if self.store_thread and batch and any(plan.room > 0 for plan in plans):
                 _, claims = await self._in_store(self._store_cycle, [], now, plans)
@@ -354,7 +315,7 @@ class Engine:
             guarded(observer.on_cycle, moment)
         return CycleReport(now, len(plans), claimed, sent, recorded)
 
-    def _due_accounts(self, now: float) -> list[tuple[Account, _Account]]:
+    def _due_accounts(self, now: float) -> list[tuple[Account, AccountState]]:
         self._config.refresh()  # what changed in the store takes effect from this cycle
         rows = self._config.accounts()
         names = {row.service_client_id for row in rows}
@@ -368,150 +329,36 @@ class Engine:
             self.transport.size_for(ceiling)
         due = []
         for row in rows:
-            state = self._accounts.setdefault(row.service_client_id, _Account())
+            state = self._accounts.setdefault(row.service_client_id, AccountState())
             if state.next_cycle_at <= now:
                 due.append((row, state))
         return due
 
-    def _plan(self, row: Account, account: _Account, now: float) -> _Plan:
-        """An account's turn: keep its cadence and say how much it may claim."""
-        assert self._owner is not None
-        assert self._inflight is not None
-        name = row.service_client_id
-        settings = self._config.settings(name)
-        duration = settings.duration_seconds
-        # Duration counts from the start of a cycle: cycles are due every Duration, and one that
-        # starts late (the loop was busy, the simulator skipped idle cycles) keeps that cadence;
-        # the next is due at the cadence's next point, or as this one's work ends if that is
-        # later (``run_cycle``), the cadence then counting from there.
-        period = duration / self.time_scale
-        account.next_cycle_at = ceilings.next_cycle(account.next_cycle_at or now, now, period)
-        # MaxConcurrentRequests is a ceiling on the account's requests in flight: a cycle claims
-        # only what keeps it there (a request counts until its answer, or the end of the late
-        # window, settles it).
-        room = settings.max_concurrent_requests - self._inflight.open_by_account[name]
-        account.full = True
-        owner = self._owner.for_cycle(self.totals.cycles)
-        lease = lease_seconds(duration, self.time_scale)
-        return _Plan(row, account, settings, room, owner, lease, period)
-
     def _store_cycle(
-        self, batch: list[Item], now: float, plans: list[_Plan]
+        self, batch: list[Item], now: float, plans: list[Plan]
     ) -> tuple[set[int], list[list[ClaimedDelivery]]]:
         """The store's part of a cycle, in ONE transaction: the batch of results and endpoint
         health, then each account's claim. Returns the delivery ids the batch changed and the
         claims, in the order of ``plans``."""
         assert self._inflight is not None
-        probation = self._inflight.probation
+        assert self._turns is not None
+        turns, probation = self._turns, self._inflight.probation
         applied: set[int] = set()
         claims: list[list[ClaimedDelivery]] = []
-        # Shared limits: every turn goes to the store, if only to say what this engine holds.
-        claiming = bool(plans) if self._shared else any(plan.room > 0 for plan in plans)
-        if not batch and not probation.dirty and not claiming:
+        if not batch and not probation.dirty and not turns.claiming(plans):
             return applied, [[] for _ in plans]
         with transaction(self.conn):
             if batch:
                 applied.update(record_results(self.conn, [r for _, r in batch]).applied)
             probation.save(self.conn, now=now)
             for plan in plans:
-                claims.append(self._claim(plan, now))
+                claims.append(turns.claim(plan, now))
             if self._shared and batch:
-                self._report_settled(batch, plans, now)
+                turns.report_settled(batch, plans, now, known=self._accounts)
         return applied, claims
 
-    def _report_settled(self, batch: list[Item], plans: list[_Plan], now: float) -> None:
-        """Tell the other dispatchers that requests of these accounts settled, so that they
-        count them no more before this engine's next turn (the accounts of ``plans`` have
-        just said what they hold)."""
-        assert self._owner is not None
-        assert self._inflight is not None
-        planned = {plan.row.service_client_id for plan in plans}
-        for name in {delivery.service_client_id for delivery, _ in batch} - planned:
-            if name not in self._accounts:
-                continue  # removed from the store meanwhile: its row's lease runs out
-            duration = self._config.settings(name).duration_seconds
-            until = now + lease_seconds(duration, self.time_scale)
-            held = self._inflight.open_by_account[name]
-            ceilings.hold(self.conn, name, self._owner.base, in_flight=held, lease_until=until)
-
-    def _claim(self, plan: _Plan, now: float) -> list[ClaimedDelivery]:
-        plan.account.idle = False
-        if not self._shared:
-            return self._claim_room(plan, plan.room, now)
-        assert self._owner is not None
-        assert self._inflight is not None
-        name = plan.row.service_client_id
-        turn = self._turn(plan, now)
-        claimed = self._claim_room(plan, turn, now)
-        if turn > 0 and not claimed:
-            # An idle cycle: the account's next one may start as soon as a wake-up comes, on any
-            # dispatcher (``wake``); cycles that send stay Duration apart, since this one sent
-            # nothing a Duration or more after the last that did.
-            ceilings.take_turn(self.conn, name, seen=plan.account.next_cycle_at, next_at=now)
-        held = self._inflight.open_by_account[name] + len(claimed)
-        ceilings.hold(
-            self.conn, name, self._owner.base, in_flight=held, lease_until=now + plan.lease
-        )
-        return claimed
-
-    def _turn(self, plan: _Plan, now: float) -> int:
-        """With limits shared by every dispatcher on the store: what this engine may claim for
-        the account now, 0 when the cycle is not its own. The account's cycle is taken by one
-        dispatcher at a time, Duration apart (the store keeps when the next may start); the room
-        is MaxConcurrentRequests less the requests in flight of every dispatcher. An engine that
-        would have no room leaves the turn to one that has (the others' counts are those of their
-        last cycle) and looks again at its own next cycle."""
-        assert self._owner is not None
-        conn, account, name = self.conn, plan.account, plan.row.service_client_id
-        seen = ceilings.next_cycle_at(conn, name)
-        if seen is not None and seen > now:
-            account.next_cycle_at = seen  # another dispatcher runs this cycle
-            return 0
-        if plan.room <= 0:
-            return 0
-        room = plan.room - ceilings.others_in_flight(conn, name, self._owner.base, now=now)
-        if room <= 0:
-            return 0
-        # The store's cadence, or this engine's when later (its last cycle overran Duration).
-        next_at = account.next_cycle_at
-        if seen is not None:
-            next_at = max(next_at, ceilings.next_cycle(seen, now, plan.period))
-        if not ceilings.take_turn(conn, name, seen=seen, next_at=next_at):
-            return 0
-        account.next_cycle_at = next_at
-        return room
-
-    def _claim_room(self, plan: _Plan, room: int, now: float) -> list[ClaimedDelivery]:
-        if room <= 0:
-            return []
-        name = plan.row.service_client_id
-        settings = plan.settings
-        # Deliveries of a subscription that is not receiving are claimed only to be dead-lettered
-        # (TTL or attempts used up); a millisecond's margin keeps the store's TTL test from
-        # claiming one that policy.check_due would still let go.
-        ttl = 60.0 * settings.event_ttl_minutes / self.time_scale
-        claimed = claim_due(
-            self.conn,
-            now,
-            room,
-            plan.lease,
-            plan.owner,
-            account=name,
-            expired_before=now - ttl - 0.001,
-            max_attempts=settings.max_delivery_attempts,
-        )
-        # In --once mode, whether more is due decides between waiting for the next cycle and
-        # polling for the last answers.
-        plan.account.full = len(claimed) >= room and dispatcher_state.due_exists(
-            self.conn, now, name
-        )
-        # Nothing claimed: this cycle sent nothing, so the last one that did started a Duration
-        # or more ago, and a cycle woken early (``wake``) keeps cycles that send Duration apart.
-        plan.account.idle = not claimed
-        return claimed
-
     async def _dispatch_all(
-        self, plans: list[_Plan], claims: list[list[ClaimedDelivery]], now: float
+        self, plans: list[Plan], claims: list[list[ClaimedDelivery]], now: float
     ) -> tuple[int, int]:
         """Send each plan's claims. Returns how many were claimed and sent."""
         claimed = sent = 0
@@ -520,59 +367,29 @@ class Engine:
             sent += await self._dispatch(plan, got, now)
         return claimed, sent
 
-    async def _dispatch(self, plan: _Plan, claimed: list[ClaimedDelivery], now: float) -> int:
-        """Check each claimed delivery against the policy and probation, then send the rest in
-        parts. Returns how many were sent."""
+    async def _dispatch(self, plan: Plan, claimed: list[ClaimedDelivery], now: float) -> int:
+        """Check each claimed delivery against the policy, the https rule and probation
+        (``admission.admit``), then send the rest in parts. Returns how many were sent."""
         if not claimed:
             return 0
         assert self._inflight is not None
         inflight, row, account, owner = self._inflight, plan.row, plan.account, plan.owner
         name = row.service_client_id
         self.totals.claimed += len(claimed)
-        self._prepare(row, account)
-        settings = plan.settings
-        limits = policy.Limits(settings.max_delivery_attempts, settings.event_ttl_minutes)
-        rules, probation = inflight.rules, inflight.probation
-        rule_now = rules.rule(now)
-        payloads = self.transport.payloads
+        account.prepare(row, self._config.tls(name), self.signature_encoding)
         sent = 0
         for first in range(0, len(claimed), SEND_CHUNK):
-            going: list[tuple[ClaimedDelivery, bool, bytes]] = []
-            for delivery in claimed[first : first + SEND_CHUNK]:
-                due = rules.rule(delivery.event_time)
-                reason = policy.check_due(delivery.attempts, due, rule_now, limits)
-                if reason is not None:
-                    self._carried.append((delivery, _dead_lettered(delivery, now, owner, reason)))
-                    continue
-                refused = https_problem(delivery.url, allow_http=settings.allow_http_webhooks)
-                if refused is not None:
-                    # A Url stored before the API refused it: unsent, as a Url failing validation
-                    # (``deadletters redrive`` sends it once the Url or the setting is fixed).
-                    skip = Attempt(
-                        delivery.attempts + 1, now, now, "skipped", error=f"not sent: {refused}"
-                    )
-                    failed = policy.DeadLetterReason.VALIDATION_FAILED
-                    dead = _dead_lettered(delivery, now, owner, failed, skip)
-                    self._carried.append((delivery, dead))
-                    continue
-                endpoint = (name, delivery.url)
-                slot = probation.admit(endpoint, rule_now)
-                if slot is not None:
-                    skip = Attempt(delivery.attempts + 1, now, now, "skipped", error=_ON_PROBATION)
-                    later = rules.real(slot)
-                    put_off = result(
-                        delivery,
-                        state="queued",
-                        attempts=delivery.attempts,
-                        at=now,
-                        owner=owner,
-                        attempt=skip,
-                        next_at=later,
-                    )
-                    self._carried.append((delivery, put_off))
-                    continue
-                body = delivery.body() if payloads else b""
-                going.append((delivery, probation.on_probation(endpoint), body))
+            going, unsent = admit(
+                claimed[first : first + SEND_CHUNK],
+                account=name,
+                settings=plan.settings,
+                rules=inflight.rules,
+                probation=inflight.probation,
+                now=now,
+                owner=owner,
+                payloads=self.transport.payloads,
+            )
+            self._carried.extend(unsent)
             if going:
                 self._send(going, owner, account)
                 sent += len(going)
@@ -581,9 +398,7 @@ class Engine:
                 await asyncio.sleep(0)
         return sent
 
-    def _send(
-        self, going: list[tuple[ClaimedDelivery, bool, bytes]], owner: str, account: _Account
-    ) -> None:
+    def _send(self, going: list[Going], owner: str, account: AccountState) -> None:
         """Sign a part of the cycle for the moment it goes out and hand it to the transport:
         every attempt carries the Timestamp of its sending; the attempts sent in the same
         millisecond share it, and so its Signature."""
@@ -606,27 +421,6 @@ class Engine:
         ]
         self.totals.sent += len(requests)
         self.transport.send(requests)
-
-    def _prepare(self, row: Account, account: _Account) -> None:
-        """The account's signer and TLS identity, made again only when they changed."""
-        credentials = SigningCredentials(
-            row.service_client_id, row.signature_user_id, row.hashkey, self.signature_encoding
-        )
-        if credentials != account.credentials:
-            register_secret(row.hashkey)
-            account.credentials = credentials
-            account.verifier = Verifier(credentials)
-            account.timestamp = ""
-        tls = self._config.tls(row.service_client_id)
-        stamp = None if tls is None else tls.updated_at
-        if stamp != account.tls_stamp:
-            account.tls_stamp = stamp
-            account.tls = None
-            if tls is not None:
-                register_secret(tls.client_key_pem)
-                account.tls = TlsIdentity(
-                    _bytes(tls.client_cert_pem), _bytes(tls.client_key_pem), _bytes(tls.ca_pem)
-                )
 
     # -- recording ---------------------------------------------------------------------------
     def _take_carried(self) -> list[Item]:
@@ -662,26 +456,10 @@ class Engine:
 
     def _recorded(self, batch: list[Item], applied: set[int]) -> int:
         """Count a recorded batch and tell the observers. Returns the batch size."""
-        recorded = tuple(
-            Recorded(
-                delivery.delivery_id,
-                delivery.subscription_id,
-                delivery.service_client_id,
-                delivery.event_id,
-                delivery.event_time,
-                done.state,
-                done.attempt,
-                done.delivery_id in applied,
-                done.dead_letter_reason,
-            )
-            for delivery, done in batch
-        )
+        recorded = recorded_of(batch, applied)
         self.totals.count(recorded)
         if recorded and self.observers:
-            dead = [r.delivery_id for r in recorded if r.applied and r.state == "dead_lettered"]
-            records = (get_delivery(self.conn, delivery_id) for delivery_id in dead)
-            letters = tuple(DeadLetter.from_record(r) for r in records if r is not None)
-            view = CycleResults(recorded, letters)
+            view = CycleResults.read(self.conn, recorded)
             moment = self.clock.now()
             for observer in self.observers:
                 guarded(observer.on_results, moment, view)
@@ -741,26 +519,3 @@ class Engine:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits:
             task.cancel()
-
-
-def _bytes(text: str | None) -> bytes | None:
-    return None if text is None else text.encode()
-
-
-def _dead_lettered(
-    delivery: ClaimedDelivery,
-    now: float,
-    owner: str,
-    reason: policy.DeadLetterReason,
-    attempt: Attempt | None = None,
-) -> DeliveryResult:
-    """``delivery`` dead-lettered at ``now`` for ``reason`` without being sent."""
-    dead = result(
-        delivery,
-        state="dead_lettered",
-        attempts=delivery.attempts,
-        at=now,
-        owner=owner,
-        attempt=attempt,
-    )
-    return replace(dead, dead_letter_reason=reason.value)

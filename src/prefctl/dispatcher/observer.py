@@ -25,7 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,8 +33,9 @@ from typing import Any, Literal, Protocol
 
 from prefctl.clock import Clock
 from prefctl.store import Store
-from prefctl.store.delivery_history import DeliveryRecord
-from prefctl.store.delivery_results import Attempt
+from prefctl.store.delivery_claims import ClaimedDelivery
+from prefctl.store.delivery_history import DeliveryRecord, get_delivery
+from prefctl.store.delivery_results import Attempt, DeliveryResult
 from prefctl.store.timestamps import wire_time
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Recorded",
     "guarded",
     "load_observers",
+    "recorded_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -130,12 +132,39 @@ class Recorded:
     dead_letter_reason: str | None = None
 
 
+def recorded_of(
+    batch: Sequence[tuple[ClaimedDelivery, DeliveryResult]], applied: Set[int]
+) -> tuple[Recorded, ...]:
+    """A batch of results as recorded; ``applied``: the delivery ids the store changed."""
+    return tuple(
+        Recorded(
+            delivery.delivery_id,
+            delivery.subscription_id,
+            delivery.service_client_id,
+            delivery.event_id,
+            delivery.event_time,
+            done.state,
+            done.attempt,
+            done.delivery_id in applied,
+            done.dead_letter_reason,
+        )
+        for delivery, done in batch
+    )
+
+
 @dataclass(frozen=True)
 class CycleResults:
     """Everything one cycle recorded."""
 
     recorded: tuple[Recorded, ...] = ()
     dead_letters: tuple[DeadLetter, ...] = ()
+
+    @classmethod
+    def read(cls, conn: Store, recorded: tuple[Recorded, ...]) -> CycleResults:
+        """``recorded`` with the full record of its dead letters, read from ``conn``."""
+        dead = [r.delivery_id for r in recorded if r.applied and r.state == "dead_lettered"]
+        records = (get_delivery(conn, delivery_id) for delivery_id in dead)
+        return cls(recorded, tuple(DeadLetter.from_record(r) for r in records if r is not None))
 
     @property
     def delivered_subscriptions(self) -> frozenset[int]:

@@ -2,7 +2,7 @@
 ``0010_account_ceilings``): whose turn the account's cycle is (Duration), and how many of its
 requests each dispatcher has in flight (MaxConcurrentRequests).
 
-The store records and decides nothing: ``dispatcher/engine.py`` keeps the cadence and sizes each
+The store records and decides nothing: ``dispatcher/turns.py`` keeps the cadence and sizes each
 claim. The calls run inside the caller's claim transaction, in this order, so that reading whose
 turn it is, what the other dispatchers hold, taking the turn and claiming are one atomic step:
 
